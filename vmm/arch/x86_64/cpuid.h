@@ -1,0 +1,38 @@
+// Per-vCPU CPUID: KVM_GET_SUPPORTED_CPUID's table, fixed up so that each vCPU sees its own
+// APIC ID, a topology of n single-thread cores in one package, and a KVM hypervisor.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "vmm/common/error.h"
+#include "vmm/kvm/linux_kvm.h"
+
+namespace dsec::x86_64 {
+
+struct VcpuCpuidConfig {
+  uint32_t vcpu_index = 0;  // also its APIC ID
+  uint32_t vcpu_count = 1;
+  // KVM emulates the TSC-deadline timer but reports it through KVM_CAP_TSC_DEADLINE_TIMER,
+  // not in the supported CPUID.
+  bool tsc_deadline_timer = false;
+};
+
+inline constexpr uint32_t kCpuidHypervisorBit = 1U << 31;      // leaf 1 ECX
+inline constexpr uint32_t kCpuidTscDeadlineBit = 1U << 24;     // leaf 1 ECX
+inline constexpr uint32_t kCpuidHyperThreadingBit = 1U << 28;  // leaf 1 EDX
+
+// Fixes up, for vCPU `config.vcpu_index` of `config.vcpu_count`:
+//   leaf 1: initial APIC ID, addressable logical processors, HTT, hypervisor and
+//     TSC-deadline bits;
+//   leaf 4: cores per package and the threads sharing each cache;
+//   leaves 0xB and 0x1F (where present): x2APIC ID, 1 thread per core, n cores;
+//   leaves 0x80000008 ECX and 0x8000001E (AMD, where present): core count and IDs;
+//   leaves 0x40000000/0x40000001: the "KVMKVMKVM" signature and, if KVM did not list
+//     them, the kvmclock features.
+// Fails for an index outside [0, count) or a count above kMaxVcpus.
+Result<std::vector<kvm_cpuid_entry2>> vcpu_cpuid(std::span<const kvm_cpuid_entry2> supported,
+                                                 const VcpuCpuidConfig& config);
+
+}  // namespace dsec::x86_64

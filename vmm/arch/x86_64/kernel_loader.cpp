@@ -1,0 +1,78 @@
+#include "vmm/arch/x86_64/kernel_loader.h"
+
+#include <elf.h>
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "vmm/arch/x86_64/layout.h"
+#include "vmm/common/file.h"
+
+namespace dsec::x86_64 {
+
+namespace {
+
+// Far above any real kernel; keeps a wrong path (a disk image, say) from being read whole.
+constexpr uint64_t kMaxKernelFileSize = 512 * kMiB;
+// Offset of setup_header.header ("HdrS") in a bzImage.
+constexpr uint64_t kHdrSOffset = 0x202;
+
+bool has_elf_magic(std::span<const uint8_t> image) {
+  return image.size() >= SELFMAG && std::memcmp(image.data(), ELFMAG, SELFMAG) == 0;
+}
+
+bool has_hdrs_magic(std::span<const uint8_t> image) {
+  return image.size() >= kHdrSOffset + 4 && std::memcmp(image.data() + kHdrSOffset, "HdrS", 4) == 0;
+}
+
+}  // namespace
+
+Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> image) {
+  if (has_elf_magic(image)) {
+    return load_elf_kernel(memory, image);
+  }
+  if (has_hdrs_magic(image)) {
+    return load_bzimage(memory, image);
+  }
+  return fail(fmt::format("not a bzImage or ELF vmlinux: {} bytes with neither the ELF magic "
+                          "at offset 0 nor \"HdrS\" at offset {:#x}",
+                          image.size(), kHdrSOffset),
+              "give an x86-64 bzImage (arch/x86/boot/bzImage) or an uncompressed vmlinux");
+}
+
+Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path) {
+  auto image = read_file(path, kMaxKernelFileSize);
+  if (!image) {
+    return std::unexpected(image.error().with_context("kernel"));
+  }
+  auto kernel = load_kernel(memory, *image);
+  if (!kernel) {
+    return std::unexpected(kernel.error().with_context(path));
+  }
+  return kernel;
+}
+
+Status check_kernel_range(const GuestMemory& memory, uint64_t base, uint64_t size,
+                          const std::string& what) {
+  if (size > UINT64_MAX - base) {
+    return fail(fmt::format("{} of {:#x} bytes at {:#x} runs past the end of the address space",
+                            what, size, base));
+  }
+  const uint64_t end = base + size;
+  if (base < kKernelLoadAddr) {
+    return fail(
+        fmt::format("{} at [{:#x}, {:#x}) overlaps the boot data below 1 MiB", what, base, end));
+  }
+  if (end > kMmioGapStart) {
+    return fail(fmt::format("{} at [{:#x}, {:#x}) reaches the 32-bit MMIO gap at {:#x}", what, base,
+                            end, kMmioGapStart));
+  }
+  if (!memory.contains(base, size)) {
+    return fail(fmt::format("{} at [{:#x}, {:#x}) does not fit in the guest's {} MiB of RAM", what,
+                            base, end, memory.total_size() >> 20),
+                "give the VM more memory");
+  }
+  return ok();
+}
+
+}  // namespace dsec::x86_64

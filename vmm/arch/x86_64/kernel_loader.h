@@ -1,0 +1,55 @@
+// Loading a Linux kernel into guest memory: an uncompressed ELF64 vmlinux (entered through
+// PVH if it carries the Xen PHYS32_ENTRY note, else through the 64-bit Linux boot
+// protocol) or a bzImage (64-bit Linux boot protocol, version 2.12 or newer).
+//
+// Every byte of the image is untrusted: a truncated or crafted file yields an Error that
+// names the problem, never a crash and never a write outside guest RAM or into the boot
+// data below 1 MiB.
+#pragma once
+
+#include <asm/bootparam.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "vmm/common/error.h"
+#include "vmm/memory/guest_memory.h"
+
+namespace dsec::x86_64 {
+
+enum class BootProtocol : uint8_t {
+  kLinux64,  // 64-bit mode, paging on, RSI = zero page
+  kPvh,      // 32-bit protected mode, paging off, EBX = hvm_start_info
+};
+
+struct LoadedKernel {
+  BootProtocol protocol = BootProtocol::kLinux64;
+  uint64_t entry = 0;  // guest-physical entry point
+  // Guest memory the kernel occupies or claims: loaded segments, bss, and for a bzImage
+  // the init_size it needs to decompress in place. The initrd must stay clear of it.
+  GuestRange extent;
+  // The bzImage's setup header (only its declared length; the rest zero), which the
+  // zero page carries; empty for an ELF vmlinux.
+  std::optional<setup_header> setup;
+  // Highest address the initrd may occupy (inclusive).
+  uint64_t initrd_addr_max = 0;
+  // Longest command line the kernel takes, NUL excluded.
+  uint64_t cmdline_max = 0;
+};
+
+// Detects the format and loads it.
+Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> image);
+// Reads the file and loads it; errors start with the path.
+Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path);
+
+Result<LoadedKernel> load_elf_kernel(GuestMemory& memory, std::span<const uint8_t> image);
+Result<LoadedKernel> load_bzimage(GuestMemory& memory, std::span<const uint8_t> image);
+
+// Checks that kernel memory [base, base + size) is inside guest RAM, at or above 1 MiB
+// (clear of the boot data) and below the MMIO gap. `what` names it in the error.
+Status check_kernel_range(const GuestMemory& memory, uint64_t base, uint64_t size,
+                          const std::string& what);
+
+}  // namespace dsec::x86_64

@@ -1,0 +1,23 @@
+// The dsec-vmm subcommands. Each lives in its own file and registers itself on the app;
+// parsing only records what to run, so nothing starts before the command line is valid.
+#pragma once
+
+#include <chrono>
+#include <functional>
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace dsec::cli {
+
+// The chosen subcommand's work; returns the process exit status.
+using CommandAction = std::function<int()>;
+
+// `dsec-vmm smoke`: checks that this host can run a VM (smoke.cpp).
+void add_smoke_command(CLI::App& app, CommandAction& action);
+// `dsec-vmm run`: boots a Linux guest (run.cpp). process_start: when main() began.
+void add_run_command(CLI::App& app, CommandAction& action,
+                     std::chrono::steady_clock::time_point process_start);
+
+}  // namespace dsec::cli

@@ -1,0 +1,19 @@
+// dsec-vmm: parses the command line and runs the chosen subcommand.
+#include <chrono>
+
+#include "vmm/cli/cli11.h"
+#include "vmm/cli/commands.h"
+
+int main(int argc, char** argv) {
+  const auto process_start = std::chrono::steady_clock::now();
+  CLI::App app{
+      "dsec-vmm: a KVM virtual machine monitor for short-lived, isolated Linux sandboxes."};
+  app.require_subcommand(1);
+
+  dsec::cli::CommandAction action;
+  dsec::cli::add_run_command(app, action, process_start);
+  dsec::cli::add_smoke_command(app, action);
+
+  CLI11_PARSE(app, argc, argv);
+  return action();
+}

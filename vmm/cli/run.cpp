@@ -1,0 +1,171 @@
+// `dsec-vmm run`: boots a Linux guest and runs it until it ends.
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "vmm/cli/cli11.h"
+#include "vmm/cli/commands.h"
+#include "vmm/cli/default_image.h"
+#include "vmm/common/unique_fd.h"
+#include "vmm/machine/machine.h"
+
+namespace dsec::cli {
+namespace {
+
+// The command line the default image boots with: the console on COM1, reboot through
+// the i8042 (there is no ACPI), and a panic ends the VM instead of hanging it.
+constexpr const char* kDefaultCmdline = "console=ttyS0 reboot=k panic=-1 quiet";
+
+struct RunOptions {
+  std::string kernel;
+  std::string initrd;
+  std::string cmdline = kDefaultCmdline;
+  std::vector<std::string> append;
+  uint32_t vcpus = 1;
+  uint64_t memory_mib = 128;
+  std::string console;  // file for the serial output; empty: stdout
+  std::string metrics_file;
+};
+
+void write_metrics(const std::string& path, const machine::MachineMetrics& m,
+                   const machine::VmExit& exit) {
+  auto us = [](const std::optional<std::chrono::nanoseconds>& d) -> nlohmann::json {
+    if (!d) return nullptr;
+    return std::chrono::duration_cast<std::chrono::microseconds>(*d).count();
+  };
+  nlohmann::json j = {{"start_to_first_kvm_run_us", us(m.start_to_first_kvm_run)},
+                      {"start_to_userspace_us", us(m.start_to_userspace)},
+                      {"vmm_rss_excluding_guest_kib", m.vmm_rss_kib},
+                      {"exit", exit.describe()},
+                      {"exit_code", exit.exit_code()}};
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) spdlog::error("could not write the metrics file {}", path);
+}
+
+// Blocks SIGINT and SIGTERM in every thread (construct it before any thread starts); a
+// watcher thread turns them into Machine::stop().
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  void watch(machine::Machine& vm) {
+    watcher_ = std::thread([this, &vm] {
+      const timespec tick{0, 100'000'000};
+      while (!done_.load()) {
+        int sig = sigtimedwait(&set_, nullptr, &tick);
+        if (sig > 0) vm.stop(sig == SIGINT ? "received SIGINT" : "received SIGTERM");
+      }
+    });
+  }
+  ~StopSignals() {
+    done_.store(true);
+    if (watcher_.joinable()) watcher_.join();
+  }
+
+ private:
+  sigset_t set_{};
+  std::atomic<bool> done_{false};
+  std::thread watcher_;
+};
+
+int run_main(const RunOptions& options, std::chrono::steady_clock::time_point process_start) {
+  machine::MachineConfig config;
+  config.process_start = process_start;
+  config.vcpus = options.vcpus;
+  config.memory_mib = options.memory_mib;
+  config.cmdline = options.cmdline;
+  for (const auto& extra : options.append) config.cmdline += " " + extra;
+  config.kernel_path = options.kernel;
+  config.initrd_path = options.initrd;
+  if (config.kernel_path.empty() || config.initrd_path.empty()) {
+    auto image = find_default_image();
+    if (!image) {
+      std::fprintf(stderr, "dsec-vmm run: %s\n", image.error().message().c_str());
+      return 1;
+    }
+    if (config.kernel_path.empty()) config.kernel_path = image->kernel;
+    if (config.initrd_path.empty()) {
+      config.initrd_path = image->initrd;
+      // Our init announces clean reboots; anything else is a crash.
+      config.expect_clean_shutdown_announcement = true;
+    }
+  }
+  UniqueFd console;
+  if (!options.console.empty()) {
+    console = UniqueFd(::open(options.console.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!console) {
+      std::fprintf(stderr, "dsec-vmm run: cannot open --console %s: %s\n", options.console.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+    config.console_output_fd = console.get();
+  }
+  config.console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
+
+  StopSignals signals;
+  auto vm = machine::Machine::create(config);
+  if (!vm) {
+    std::fprintf(stderr, "dsec-vmm run: %s\n", vm.error().message().c_str());
+    return 1;
+  }
+  signals.watch(**vm);
+  if (auto started = (*vm)->start(); !started) {
+    std::fprintf(stderr, "dsec-vmm run: %s\n", started.error().message().c_str());
+    return 1;
+  }
+  machine::VmExit exit = (*vm)->wait();
+  auto metrics = (*vm)->metrics();
+  if (!options.metrics_file.empty()) write_metrics(options.metrics_file, metrics, exit);
+  if (exit.exit_code() == 0) {
+    spdlog::info("VM ended: {}", exit.describe());
+  } else {
+    spdlog::error("VM ended: {} (exit status {})", exit.describe(), exit.exit_code());
+  }
+  return exit.exit_code();
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, CommandAction& action,
+                     std::chrono::steady_clock::time_point process_start) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand("run", "Boot a Linux guest and run it until it ends");
+  run->footer(
+      "Without --kernel or --initrd, the default image (images/build-image) supplies them; "
+      "its init reboots when done, which ends the VM. The guest's serial console (COM1) goes "
+      "to stdout or --console, and reads stdin. Exit status: 0 when the guest rebooted or "
+      "powered off, 1 for a bad configuration (nothing started), 2 when the guest crashed "
+      "(kernel panic, triple fault), 3 when KVM failed. SIGINT/SIGTERM stop the VM (status 0).");
+  run->add_option("--kernel", options->kernel, "Kernel: an ELF vmlinux (PVH or 64-bit entry) or a bzImage")
+      ->check(CLI::ExistingFile);
+  run->add_option("--initrd", options->initrd, "Initramfs to load with the kernel")
+      ->check(CLI::ExistingFile);
+  run->add_option("--cmdline", options->cmdline, "Kernel command line")->capture_default_str();
+  run->add_option("--append", options->append, "Words to add to the command line (repeatable)");
+  run->add_option("--vcpus", options->vcpus, "Number of vCPUs")->capture_default_str();
+  run->add_option("--memory", options->memory_mib, "Guest memory in MiB")->capture_default_str();
+  run->add_option("--console", options->console, "Write the guest's console to this file");
+  run->add_option("--metrics-file", options->metrics_file,
+                  "Write boot figures (JSON) here when the VM ends");
+  run->callback([&action, options, process_start] {
+    action = [options, process_start] { return run_main(*options, process_start); };
+  });
+}
+
+}  // namespace dsec::cli

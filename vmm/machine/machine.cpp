@@ -1,0 +1,210 @@
+#include "vmm/machine/machine.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+
+#include "vmm/arch/x86_64/boot.h"
+#include "vmm/arch/x86_64/boot_regs.h"
+#include "vmm/arch/x86_64/cpuid.h"
+#include "vmm/arch/x86_64/initrd.h"
+#include "vmm/arch/x86_64/layout.h"
+#include "vmm/arch/x86_64/vcpu_init.h"
+#include "vmm/devices/legacy/cmos.h"
+#include "vmm/devices/legacy/fd_output.h"
+#include "vmm/devices/legacy/i8042.h"
+#include "vmm/devices/legacy/null_device.h"
+#include "vmm/machine/process_memory.h"
+
+namespace dsec::machine {
+
+using namespace std::chrono_literals;
+
+Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
+  DSEC_TRY(validate(config));
+
+  // Guest memory and everything loaded into it come first: a bad kernel or an initrd
+  // that does not fit is the user's mistake, reported before any KVM call.
+  auto ranges = DSEC_TRY(x86_64::ram_regions(config.memory_mib * x86_64::kMiB));
+  auto memory = DSEC_TRY(GuestMemory::anonymous(ranges));
+  auto kernel = DSEC_TRY(x86_64::load_kernel_file(memory, config.kernel_path));
+  std::optional<GuestRange> initrd;
+  if (!config.initrd_path.empty()) {
+    initrd = DSEC_TRY(x86_64::load_initrd_file(memory, kernel, config.initrd_path));
+  }
+  DSEC_TRY(x86_64::write_boot_data(memory, kernel,
+                                   {.cmdline = config.cmdline, .initrd = initrd,
+                                    .vcpu_count = config.vcpus}));
+
+  auto kvm = DSEC_TRY(kvm::KvmSystem::open(config.kvm_device));
+  const int max_vcpus = DSEC_TRY(kvm.max_vcpus());
+  if (config.vcpus > static_cast<uint32_t>(max_vcpus)) {
+    return fail("--vcpus " + std::to_string(config.vcpus) + " is more than KVM allows here (" +
+                    std::to_string(max_vcpus) + ")",
+                "give fewer vCPUs");
+  }
+  auto vm = DSEC_TRY(kvm.create_vm());
+  // Order matters: TSS and identity map, then the irqchip and PIT, all before any vCPU.
+  DSEC_TRY(vm.set_tss_addr(x86_64::kKvmTssAddr));
+  DSEC_TRY(vm.set_identity_map_addr(x86_64::kKvmIdentityMapAddr));
+  DSEC_TRY(vm.create_irqchip());
+  DSEC_TRY(vm.create_pit2(KVM_PIT_SPEAKER_DUMMY));
+  uint32_t slot = 0;
+  for (const auto& region : memory.regions()) {
+    kvm_userspace_memory_region r{};
+    r.slot = slot++;
+    r.guest_phys_addr = region.gpa();
+    r.memory_size = region.size();
+    r.userspace_addr = reinterpret_cast<uint64_t>(region.host());
+    DSEC_TRY(vm.set_user_memory_region(r));
+  }
+
+  std::unique_ptr<Machine> machine(
+      new Machine(config, std::move(memory), std::move(kvm), std::move(vm)));
+  DSEC_TRY(machine->setup_devices());
+  DSEC_TRY(machine->setup_vcpus(kernel));
+  return machine;
+}
+
+Machine::Machine(const MachineConfig& config, GuestMemory memory, kvm::KvmSystem kvm, kvm::Vm vm)
+    : config_(config),
+      control_(config.vcpus),
+      memory_(std::move(memory)),
+      kvm_(std::move(kvm)),
+      vm_(std::move(vm)) {
+  control_.set_kick([this] { kick_all(); });
+}
+
+Machine::~Machine() {
+  stop("the VMM is shutting down");
+  join_all();
+}
+
+Status Machine::setup_devices() {
+  serial_ = std::make_shared<devices::Serial>(
+      devices::fd_output(config_.console_output_fd), [this](bool raised) {
+        if (auto s = vm_.irq_line(x86_64::kCom1Irq, raised); !s) {
+          spdlog::warn("serial interrupt: {}", s.error().message());
+        }
+      });
+  DSEC_TRY(pio_.insert({x86_64::kCom1Port, devices::kSerialRegisterCount}, serial_));
+  DSEC_TRY(pio_.insert({x86_64::kI8042DataPort, devices::kI8042RegisterCount},
+                       std::make_shared<devices::I8042>([this] { on_guest_reset(); })));
+  DSEC_TRY(pio_.insert({devices::kCmosPort, devices::kCmosRegisterCount},
+                       std::make_shared<devices::Cmos>()));
+  DSEC_TRY(pio_.insert({devices::kPostCodePort, 1}, std::make_shared<devices::NullDevice>()));
+  // It logs the time from the VMM's start to guest userspace.
+  boot_timer_ = std::make_shared<devices::BootTimer>(config_.process_start);
+  DSEC_TRY(pio_.insert({devices::kBootTimerPort, devices::kBootTimerRegisterCount}, boot_timer_));
+  return ok();
+}
+
+Status Machine::setup_vcpus(const x86_64::LoadedKernel& kernel) {
+  const auto supported = DSEC_TRY(kvm_.supported_cpuid());
+  const bool tsc_deadline = DSEC_TRY(kvm_.check_extension(KVM_CAP_TSC_DEADLINE_TIMER)) > 0;
+  const auto msrs = x86_64::boot_msrs();
+  for (uint32_t id = 0; id < config_.vcpus; ++id) {
+    auto vcpu = DSEC_TRY(vm_.create_vcpu(id));
+    auto cpuid = DSEC_TRY(x86_64::vcpu_cpuid(
+        supported, {.vcpu_index = id, .vcpu_count = config_.vcpus,
+                    .tsc_deadline_timer = tsc_deadline}));
+    DSEC_TRY(vcpu.set_cpuid2(cpuid));
+    DSEC_TRY(vcpu.set_msrs(msrs));
+    DSEC_TRY(vcpu.set_fpu(x86_64::boot_fpu()));
+    DSEC_TRY(vcpu.set_lapic(x86_64::lapic_with_lint_modes(DSEC_TRY(vcpu.get_lapic()))));
+    if (id == 0) {
+      DSEC_TRY(vcpu.set_sregs(x86_64::boot_sregs(kernel.protocol, DSEC_TRY(vcpu.get_sregs()))));
+      DSEC_TRY(vcpu.set_regs(x86_64::boot_regs(kernel)));
+    }
+    vcpus_.push_back(std::make_unique<VcpuThread>(std::move(vcpu), pio_, mmio_, control_));
+  }
+  return ok();
+}
+
+void Machine::on_guest_reset() {
+  if (config_.expect_clean_shutdown_announcement && !boot_timer_->shutdown_announced()) {
+    control_.request_exit({VmExitKind::kGuestPanic,
+                           boot_timer_->boot_time()
+                               ? "it rebooted without its init announcing it (init died?)"
+                               : "it rebooted before reaching userspace (kernel panic?)"});
+    return;
+  }
+  control_.request_exit({VmExitKind::kGuestReboot, {}});
+}
+
+void Machine::kick_all() {
+  for (auto& vcpu : vcpus_) vcpu->kick();
+  if (input_stop_) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(input_stop_.get(), &one, sizeof(one));
+  }
+}
+
+Status Machine::start() {
+  if (config_.console_input_fd >= 0) {
+    input_stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!input_stop_) return fail_errno("eventfd for the console input thread", errno);
+    input_thread_ = std::thread([this] { input_loop(); });
+  }
+  for (auto& vcpu : vcpus_) vcpu->start();
+  return ok();
+}
+
+// Copies the host's console input into the guest's serial port, as fast as the guest
+// takes it: bytes wait in this thread while the UART's receive FIFO is full.
+void Machine::input_loop() {
+  std::vector<uint8_t> pending;
+  std::array<uint8_t, 256> buffer{};
+  bool input_open = true;
+  while (control_.state() != RunState::kStopping) {
+    if (!pending.empty()) {
+      size_t taken = serial_->enqueue_input(pending);
+      pending.erase(pending.begin(), pending.begin() + static_cast<ptrdiff_t>(taken));
+    }
+    pollfd fds[2] = {{input_stop_.get(), POLLIN, 0}, {config_.console_input_fd, POLLIN, 0}};
+    const bool want_input = input_open && pending.empty();
+    int timeout_ms = pending.empty() ? -1 : 5;
+    if (::poll(fds, want_input ? 2 : 1, timeout_ms) < 0 && errno != EINTR) return;
+    if (fds[0].revents & POLLIN) return;
+    if (want_input && (fds[1].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
+      ssize_t n = ::read(config_.console_input_fd, buffer.data(), buffer.size());
+      if (n <= 0) {
+        input_open = false;  // end of input: the guest just gets no more
+        continue;
+      }
+      pending.assign(buffer.begin(), buffer.begin() + n);
+    }
+  }
+}
+
+void Machine::stop(std::string why) {
+  control_.request_exit({VmExitKind::kStopped, std::move(why)});
+}
+
+VmExit Machine::wait() {
+  VmExit exit = control_.wait_for_exit();
+  join_all();
+  return exit;
+}
+
+void Machine::join_all() {
+  if (joined_) return;
+  for (auto& vcpu : vcpus_) vcpu->join();
+  if (input_thread_.joinable()) input_thread_.join();
+  joined_ = true;
+}
+
+MachineMetrics Machine::metrics() const {
+  MachineMetrics m;
+  if (auto first = control_.first_kvm_run()) m.start_to_first_kvm_run = *first - config_.process_start;
+  if (auto boot = boot_timer_->boot_time()) m.start_to_userspace = *boot;
+  std::vector<std::pair<uint64_t, uint64_t>> guest;
+  for (const auto& region : memory_.regions()) {
+    auto base = reinterpret_cast<uint64_t>(region.host());
+    guest.emplace_back(base, base + region.size());
+  }
+  m.vmm_rss_kib = rss_kib_excluding(guest).value_or(0);
+  return m;
+}
+
+}  // namespace dsec::machine

@@ -1,0 +1,59 @@
+#include "vmm/machine/machine_config.h"
+
+#include <sys/stat.h>
+
+#include "vmm/arch/x86_64/layout.h"
+
+namespace dsec::machine {
+namespace {
+
+Status check_file(const std::string& path, const char* what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return fail_errno(std::string(what) + " " + path, errno,
+                      errno == ENOENT ? "check the path" : "check its permissions");
+  }
+  if (!S_ISREG(st.st_mode)) return fail(std::string(what) + " " + path + " is not a regular file");
+  return ok();
+}
+
+uint64_t host_memory_bytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+}  // namespace
+
+Status validate(const MachineConfig& config) {
+  if (config.vcpus == 0 || config.vcpus > x86_64::kMaxVcpus) {
+    return fail("--vcpus " + std::to_string(config.vcpus) + " is out of range",
+                "give 1 to " + std::to_string(x86_64::kMaxVcpus));
+  }
+  if (config.memory_mib == 0) return fail("--memory 0: a VM needs memory", "give a size in MiB");
+  if (config.memory_mib > x86_64::kMaxRamBytes / x86_64::kMiB) {
+    return fail("--memory " + std::to_string(config.memory_mib) + " MiB is more than a VM can have");
+  }
+  const uint64_t host = host_memory_bytes();
+  if (host != 0 && config.memory_mib * x86_64::kMiB > host) {
+    return fail("--memory " + std::to_string(config.memory_mib) + " MiB is more than this host has (" +
+                    std::to_string(host / x86_64::kMiB) + " MiB)",
+                "give less memory");
+  }
+  if (auto ram = x86_64::ram_regions(config.memory_mib * x86_64::kMiB); !ram) {
+    return std::unexpected(ram.error().with_context("--memory"));
+  }
+  if (config.kernel_path.empty()) return fail("no kernel given", "pass --kernel PATH");
+  DSEC_TRY(check_file(config.kernel_path, "kernel"));
+  if (!config.initrd_path.empty()) DSEC_TRY(check_file(config.initrd_path, "initrd"));
+  if (config.cmdline.size() + 1 > x86_64::kCmdlineMaxSize) {
+    return fail("the kernel command line is " + std::to_string(config.cmdline.size()) +
+                    " bytes, longer than the " + std::to_string(x86_64::kCmdlineMaxSize - 1) +
+                    " Linux takes",
+                "shorten --cmdline");
+  }
+  return ok();
+}
+
+}  // namespace dsec::machine

@@ -1,0 +1,37 @@
+// What a VM is made of, as the user asked for it. validate() checks it before any KVM call.
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "vmm/common/error.h"
+
+namespace dsec::machine {
+
+struct MachineConfig {
+  std::string kernel_path;  // ELF vmlinux (PVH or 64-bit entry) or bzImage
+  std::string initrd_path;  // optional
+  std::string cmdline;
+  uint32_t vcpus = 1;
+  uint64_t memory_mib = 128;
+  int console_output_fd = STDOUT_FILENO;  // where the guest's serial output goes
+  int console_input_fd = -1;              // what the guest's serial port reads; -1: nothing
+  // The guest's init announces a deliberate reboot on the boot-timer port (our default
+  // image does). A reboot without that announcement is then a crash (a kernel panic with
+  // panic=-1 reboots too).
+  bool expect_clean_shutdown_announcement = false;
+  std::string kvm_device = "/dev/kvm";
+  // When the VMM process started, for the boot-time figures.
+  std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
+};
+
+// The checks that need no file contents: vCPU count, memory size and alignment against
+// what the host has, files that exist, the command line's length. Machine::create() then
+// loads the kernel and initrd into guest memory (is it a kernel, does the initrd fit?)
+// before its first KVM call.
+Status validate(const MachineConfig& config);
+
+}  // namespace dsec::machine

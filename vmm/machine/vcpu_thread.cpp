@@ -1,0 +1,132 @@
+#include "vmm/machine/vcpu_thread.h"
+
+#include <linux/kvm.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+#include <type_traits>
+
+namespace dsec::machine {
+namespace {
+
+// The signal that kicks a vCPU thread out of KVM_RUN. Its handler does nothing: the point
+// is that KVM_RUN returns EINTR.
+int kick_signal() { return SIGRTMIN; }
+
+void install_kick_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_handler = [](int) {};
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0;  // no SA_RESTART: KVM_RUN must return
+    sigaction(kick_signal(), &action, nullptr);
+  });
+}
+
+}  // namespace
+
+VcpuThread::VcpuThread(kvm::Vcpu vcpu, const devices::Bus& pio, const devices::Bus& mmio,
+                       RunControl& control)
+    : vcpu_(std::move(vcpu)), pio_(pio), mmio_(mmio), control_(control) {
+  install_kick_handler();
+}
+
+VcpuThread::~VcpuThread() { join(); }
+
+void VcpuThread::start() {
+  thread_ = std::thread([this] {
+    handle_.store(pthread_self());
+    started_.store(true, std::memory_order_release);
+    loop();
+    control_.thread_exited();
+  });
+}
+
+void VcpuThread::kick() {
+  // immediate_exit covers a thread about to enter KVM_RUN; the signal one already inside.
+  vcpu_.set_immediate_exit(true);
+  if (started_.load(std::memory_order_acquire)) pthread_kill(handle_.load(), kick_signal());
+}
+
+void VcpuThread::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void VcpuThread::loop() {
+  while (control_.wait_until_runnable()) {
+    control_.note_kvm_run();
+    auto exit = vcpu_.run();
+    if (!exit && exit.error().os_errno() == EAGAIN) {
+      // An application processor still waiting for INIT/SIPI was woken: just run it again.
+      continue;
+    }
+    if (!exit) {
+      control_.request_exit({VmExitKind::kKvmError,
+                             "vCPU " + std::to_string(vcpu_.id()) + ": " + exit.error().message()});
+      return;
+    }
+    if (std::holds_alternative<kvm::InterruptedExit>(*exit)) {
+      // Clear the kick before looking at the state: a kick after this stays pending.
+      vcpu_.set_immediate_exit(false);
+      continue;
+    }
+    if (!handle(*exit)) return;
+    if (control_.state() != RunState::kRunning) continue;
+  }
+}
+
+bool VcpuThread::handle(const kvm::VcpuExit& exit) {
+  const std::string who = "vCPU " + std::to_string(vcpu_.id());
+  return std::visit(
+      [&](const auto& e) -> bool {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, kvm::IoExit>) {
+          // REP INS/OUTS: count accesses of `size` bytes each, laid out in order.
+          for (uint32_t i = 0; i < e.count; ++i) {
+            auto chunk = e.data.subspan(size_t{i} * e.size, e.size);
+            if (e.direction == kvm::IoDirection::kOut) {
+              pio_.write(e.port, chunk);
+            } else {
+              pio_.read(e.port, chunk);
+            }
+          }
+          return true;
+        } else if constexpr (std::is_same_v<T, kvm::MmioExit>) {
+          if (e.is_write) {
+            mmio_.write(e.address, e.data);
+          } else {
+            mmio_.read(e.address, e.data);
+          }
+          return true;
+        } else if constexpr (std::is_same_v<T, kvm::ShutdownExit>) {
+          control_.request_exit({VmExitKind::kTripleFault, who + " triple-faulted"});
+          return false;
+        } else if constexpr (std::is_same_v<T, kvm::HltExit>) {
+          control_.request_exit({VmExitKind::kGuestPowerOff, who + " halted"});
+          return false;
+        } else if constexpr (std::is_same_v<T, kvm::SystemEventExit>) {
+          switch (e.type) {
+            case KVM_SYSTEM_EVENT_RESET:
+              control_.request_exit({VmExitKind::kGuestReboot, who + " reset the system"});
+              break;
+            case KVM_SYSTEM_EVENT_CRASH:
+              control_.request_exit({VmExitKind::kGuestPanic, who + " reported a crash"});
+              break;
+            default:
+              control_.request_exit({VmExitKind::kGuestPowerOff, who + " shut the system down"});
+              break;
+          }
+          return false;
+        } else if constexpr (std::is_same_v<T, kvm::DebugExit>) {
+          return true;
+        } else {
+          control_.request_exit({VmExitKind::kKvmError, who + ": " + kvm::describe(exit)});
+          return false;
+        }
+      },
+      exit);
+}
+
+}  // namespace dsec::machine

@@ -1,0 +1,128 @@
+#include "vmm/memory/guest_memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace dsec {
+
+namespace {
+
+constexpr uint64_t kPageSize = 4096;
+
+std::string describe(uint64_t gpa, uint64_t len) {
+  return fmt::format("guest memory range [{:#x}, +{:#x})", gpa, len);
+}
+
+}  // namespace
+
+Result<GuestMemory> GuestMemory::anonymous(std::span<const GuestRange> ranges) {
+  std::vector<GuestRegion> regions;
+  regions.reserve(ranges.size());
+  for (const GuestRange& range : ranges) {
+    auto mapping = MmapRegion::anonymous(range.size);
+    if (!mapping) {
+      return std::unexpected(
+          mapping.error().with_context(fmt::format("guest RAM at {:#x}", range.base)));
+    }
+    regions.emplace_back(range.base, std::move(*mapping));
+  }
+  return from_regions(std::move(regions));
+}
+
+Result<GuestMemory> GuestMemory::from_regions(std::vector<GuestRegion> regions) {
+  if (regions.empty()) {
+    return fail("guest memory needs at least one region");
+  }
+  std::sort(regions.begin(), regions.end(),
+            [](const GuestRegion& a, const GuestRegion& b) { return a.gpa() < b.gpa(); });
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const GuestRegion& region = regions[i];
+    if (region.size() == 0 || region.gpa() % kPageSize != 0 || region.size() % kPageSize != 0) {
+      return fail(describe(region.gpa(), region.size()) +
+                  ": a region must be non-empty and 4 KiB aligned in address and size");
+    }
+    if (region.size() > UINT64_MAX - region.gpa()) {
+      return fail(describe(region.gpa(), region.size()) + " wraps past the top of memory");
+    }
+    if (i > 0 && regions[i - 1].end() > region.gpa()) {
+      return fail(fmt::format("{} overlaps {}", describe(region.gpa(), region.size()),
+                              describe(regions[i - 1].gpa(), regions[i - 1].size())));
+    }
+  }
+  return GuestMemory(std::move(regions));
+}
+
+uint64_t GuestMemory::total_size() const {
+  uint64_t total = 0;
+  for (const GuestRegion& region : regions_) {
+    total += region.size();
+  }
+  return total;
+}
+
+const GuestRegion* GuestMemory::find(uint64_t gpa, uint64_t len) const {
+  // The last region starting at or below gpa is the only candidate.
+  auto it =
+      std::upper_bound(regions_.begin(), regions_.end(), gpa,
+                       [](uint64_t address, const GuestRegion& r) { return address < r.gpa(); });
+  if (it == regions_.begin()) {
+    return nullptr;
+  }
+  const GuestRegion& region = *std::prev(it);
+  // Compared as offsets so that nothing overflows however large gpa and len are.
+  const uint64_t offset = gpa - region.gpa();
+  if (offset > region.size() || len > region.size() - offset) {
+    return nullptr;
+  }
+  return &region;
+}
+
+bool GuestMemory::contains(uint64_t gpa, uint64_t len) const {
+  return find(gpa, len) != nullptr;
+}
+
+Result<std::span<uint8_t>> GuestMemory::checked_span(uint64_t gpa, uint64_t len) const {
+  const GuestRegion* region = find(gpa, len);
+  if (region == nullptr) {
+    return fail(describe(gpa, len) + " is not inside guest RAM");
+  }
+  return std::span<uint8_t>(region->host() + (gpa - region->gpa()), len);
+}
+
+Result<std::span<uint8_t>> GuestMemory::span(uint64_t gpa, uint64_t len) {
+  return checked_span(gpa, len);
+}
+
+Result<std::span<const uint8_t>> GuestMemory::span(uint64_t gpa, uint64_t len) const {
+  return checked_span(gpa, len);
+}
+
+Result<uint8_t*> GuestMemory::host_address(uint64_t gpa) {
+  return DSEC_TRY(span(gpa, 1)).data();
+}
+
+Status GuestMemory::read(uint64_t gpa, std::span<uint8_t> out) const {
+  const std::span<const uint8_t> source = DSEC_TRY(span(gpa, out.size()));
+  if (!out.empty()) {
+    std::memcpy(out.data(), source.data(), out.size());
+  }
+  return ok();
+}
+
+Status GuestMemory::write(uint64_t gpa, std::span<const uint8_t> data) {
+  const std::span<uint8_t> target = DSEC_TRY(span(gpa, data.size()));
+  if (!data.empty()) {
+    std::memcpy(target.data(), data.data(), data.size());
+  }
+  return ok();
+}
+
+Status GuestMemory::fill(uint64_t gpa, uint64_t len, uint8_t value) {
+  const std::span<uint8_t> target = DSEC_TRY(span(gpa, len));
+  std::fill(target.begin(), target.end(), value);
+  return ok();
+}
+
+}  // namespace dsec
