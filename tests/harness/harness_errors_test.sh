@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Unit tests of tools/kvm-harness's error paths: each must fail with exit status 2 and a
+# message that says what to do. They need no KVM and no VM.
+set -uo pipefail
+harness=$1
+failures=0
+
+expect() {  # expect NAME WANT_RC WANT_TEXT -- command...
+  local name=$1 want_rc=$2 want_text=$3; shift 4
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [[ $rc -ne $want_rc || $out != *"$want_text"* ]]; then
+    echo "FAIL $name: rc=$rc (want $want_rc), output:"; echo "$out" | sed 's/^/  | /'
+    failures=$((failures + 1))
+  else
+    echo "ok   $name"
+  fi
+}
+
+# No usable /dev/kvm and no QEMU: say what to install. PATH keeps bash and coreutils only.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin"
+for tool in bash env sh cat mkdir readlink date dirname basename mktemp rm; do
+  ln -s "$(command -v "$tool")" "$tmp/bin/$tool"
+done
+expect no-qemu 2 "install the package qemu-system-x86" -- \
+  env PATH="$tmp/bin" DSEC_FORCE_EMULATE=1 "$harness" -- true
+
+# A kernel package that cannot be downloaded: name it and say why.
+expect bad-kernel-package 2 "could not download the test-bed kernel package 'linux-image-0.0.0-none-amd64'" -- \
+  env DSEC_FORCE_EMULATE=1 DSEC_CACHE="$tmp/cache" DSEC_TESTBED_KERNEL_PKG=linux-image-0.0.0-none-amd64 \
+  "$harness" -- true
+
+# Usage mistakes.
+expect no-command 2 "needs a command after --" -- "$harness" run
+expect bad-option 2 "unknown option '--bogus'" -- "$harness" start --bogus
+expect no-session 2 "no started session" -- "$harness" exec --session "$tmp/none" -- true
+
+[[ $failures -eq 0 ]] && echo "all harness error paths behave" || exit 1
