@@ -95,7 +95,7 @@ Status Machine::setup_devices() {
   DSEC_TRY(pio_.insert({devices::kPostCodePort, 1}, std::make_shared<devices::NullDevice>()));
   // It logs the time from the VMM's start to guest userspace.
   boot_timer_ = std::make_shared<devices::BootTimer>(config_.process_start);
-  DSEC_TRY(pio_.insert({devices::kBootTimerPort, devices::kBootTimerRegisterCount}, boot_timer_));
+  DSEC_TRY(pio_.insert({x86_64::kBootTimerPort, devices::kBootTimerRegisterCount}, boot_timer_));
   return ok();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "guest/init/boot_timer.h"
 #include "vmm/common/error.h"
 #include "vmm/memory/guest_memory.h"
 
@@ -75,10 +76,9 @@ inline constexpr uint32_t kMaxVirtioMmioDevices = kLastDeviceIrq - kFirstDeviceI
 inline constexpr uint16_t kCom1Port = 0x3f8;
 inline constexpr uint16_t kI8042DataPort = 0x60;
 inline constexpr uint16_t kI8042CommandPort = 0x64;
-// The guest writes kBootTimerMagic here once userspace is up (Firecracker's old
-// convention), so the VMM can time the boot.
-inline constexpr uint16_t kBootTimerPort = 0x3f0;
-inline constexpr uint8_t kBootTimerMagic = 123;
+// The boot timer: the guest's init announces userspace and clean reboots here
+// (guest/init/boot_timer.h, docs/boot-timer.md).
+inline constexpr uint16_t kBootTimerPort = DSEC_BOOT_TIMER_PORT;
 
 // ---- vCPUs: APIC IDs are 8 bits in the MP table and the IOAPIC takes the ID after the
 // last vCPU, so 254 is the most the table can describe.
