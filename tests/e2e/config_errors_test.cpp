@@ -1,6 +1,6 @@
 // `dsec-vmm run` with a configuration it cannot boot: a file that is no kernel, a truncated
-// bzImage, an initrd too big for the memory, a vCPU count out of range. Each must end at
-// once with exit status 1 and a message on stderr that names what is wrong.
+// bzImage or vmlinux, an initrd too big for the memory, a vCPU count out of range. Each
+// must end at once with exit status 1 and a message on stderr that names what is wrong.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -38,7 +38,9 @@ void expect_refused(const std::vector<std::string>& args,
   const ProcessOutput run = run_vmm(args, kConfigErrorDeadline);
   ASSERT_FALSE(run.timed_out) << run.describe();
   EXPECT_EQ(run.exit_status, 1) << run.describe();
-  for (const auto& text : expected) EXPECT_THAT(run.err, HasSubstr(text)) << run.describe();
+  for (const auto& text : expected) {
+    EXPECT_THAT(run.err, HasSubstr(text)) << run.describe();
+  }
   EXPECT_THAT(run.out, ::testing::IsEmpty()) << run.describe();
 }
 
@@ -48,7 +50,9 @@ TEST(RunConfigErrors, RandomBytesAsTheKernelAreRefusedNamingTheFile) {
   const auto initrd = tmp.file("initrd");
   std::mt19937 random(20240601);  // fixed: the same bytes every run
   std::vector<char> bytes(64 * 1024);
-  for (auto& b : bytes) b = static_cast<char>(random());
+  for (auto& b : bytes) {
+    b = static_cast<char>(random());
+  }
   write_bytes(kernel, bytes);
   write_bytes(initrd, {'0', '7', '0', '7', '0', '1'});
   expect_refused({"run", "--kernel", kernel.string(), "--initrd", initrd.string()},
@@ -70,7 +74,9 @@ TEST(RunConfigErrors, BzImageCutAfterFourKibIsRefusedNamingTheFile) {
 
 TEST(RunConfigErrors, BzImageCutInTheMiddleIsRefusedNamingTheFile) {
   const DefaultImage image = default_image();
-  if (image.kernel.empty()) return;
+  if (image.kernel.empty()) {
+    return;
+  }
   TempDir tmp;
   const auto kernel = tmp.file("bzImage-half");
   std::vector<char> bytes = read_bytes(image.kernel);
@@ -80,23 +86,41 @@ TEST(RunConfigErrors, BzImageCutInTheMiddleIsRefusedNamingTheFile) {
                  {kernel.string(), "bzImage", "truncated"});
 }
 
+TEST(RunConfigErrors, ElfVmlinuxCutInTheMiddleIsRefusedNamingTheFile) {
+  const DefaultImage image = default_image();
+  if (image.vmlinux.empty()) {
+    return;
+  }
+  TempDir tmp;
+  const auto kernel = tmp.file("vmlinux-half");
+  std::vector<char> bytes = read_bytes(image.vmlinux);
+  bytes.resize(bytes.size() / 2);
+  write_bytes(kernel, bytes);
+  expect_refused({"run", "--kernel", kernel.string(), "--initrd", image.initrd.string()},
+                 {kernel.string(), "ELF vmlinux", "beyond the end"});
+}
+
 TEST(RunConfigErrors, InitrdLargerThanTheRoomLeftIsRefusedNamingTheFile) {
   const DefaultImage image = default_image();
-  if (image.kernel.empty()) return;
+  if (image.kernel.empty()) {
+    return;
+  }
   TempDir tmp;
   // 24 MiB (sparse) with 32 MiB of RAM: smaller than the memory, but the kernel claims
   // about 18 MiB from 1 MiB up (its init_size), so it cannot fit.
   const auto initrd = tmp.file("big-initrd");
   { std::ofstream create(initrd); }
   std::filesystem::resize_file(initrd, 24ull << 20);
-  expect_refused({"run", "--kernel", image.kernel.string(), "--initrd", initrd.string(),
-                  "--memory", "32"},
-                 {initrd.string(), "does not fit in 32 MiB"});
+  expect_refused(
+      {"run", "--kernel", image.kernel.string(), "--initrd", initrd.string(), "--memory", "32"},
+      {initrd.string(), "does not fit in 32 MiB"});
 }
 
 TEST(RunConfigErrors, VcpuCountsOutOfRangeAreRefused) {
   const DefaultImage image = default_image();
-  if (image.kernel.empty()) return;
+  if (image.kernel.empty()) {
+    return;
+  }
   for (const std::string vcpus : {"0", "999"}) {
     SCOPED_TRACE("--vcpus " + vcpus);
     expect_refused({"run", "--kernel", image.kernel.string(), "--initrd", image.initrd.string(),

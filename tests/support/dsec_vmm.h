@@ -26,14 +26,18 @@ inline ProcessOutput run_vmm(std::vector<std::string> args, std::chrono::millise
 
 // ${DSEC_CACHE:-$HOME/.cache/dsec-vmm}, where the image and test-bed builds keep their files.
 inline std::filesystem::path cache_dir() {
-  if (const char* c = std::getenv("DSEC_CACHE"); c && *c) return c;
+  if (const char* c = std::getenv("DSEC_CACHE"); c && *c) {
+    return c;
+  }
   const char* home = std::getenv("HOME");
   return std::filesystem::path(home ? home : "/root") / ".cache/dsec-vmm";
 }
 
 // The directory dsec-vmm takes its default image from (vmm/cli/default_image.cpp).
 inline std::filesystem::path default_image_dir() {
-  if (const char* d = std::getenv("DSEC_IMAGE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("DSEC_IMAGE_DIR"); d && *d) {
+    return d;
+  }
   return cache_dir() / "default";
 }
 
@@ -51,9 +55,13 @@ inline DefaultImage default_image() {
   std::error_code ec;
   DefaultImage image;
   image.kernel = fs::canonical(dir / "kernel", ec);
-  if (ec) image.kernel.clear();
+  if (ec) {
+    image.kernel.clear();
+  }
   image.initrd = fs::canonical(dir / "initrd", ec);
-  if (ec) image.initrd.clear();
+  if (ec) {
+    image.initrd.clear();
+  }
   // images/build-kernel puts vmlinux next to the bzImage the default image links to.
   if (!image.kernel.empty() && fs::exists(image.kernel.parent_path() / "vmlinux")) {
     image.vmlinux = image.kernel.parent_path() / "vmlinux";
@@ -75,10 +83,14 @@ inline std::filesystem::path debian_stock_kernel() {
   const fs::path testbed = cache_dir() / "testbed";
   std::error_code ec;
   for (fs::directory_iterator it(testbed, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->path().filename().string().starts_with("linux-image-")) continue;
+    if (!it->path().filename().string().starts_with("linux-image-")) {
+      continue;
+    }
     for (fs::directory_iterator boot(it->path() / "root/boot", ec), bend; !ec && boot != bend;
          boot.increment(ec)) {
-      if (boot->path().filename().string().starts_with("vmlinuz-")) return boot->path();
+      if (boot->path().filename().string().starts_with("vmlinuz-")) {
+        return boot->path();
+      }
     }
     ec.clear();
   }
@@ -98,7 +110,9 @@ struct Banner {
 inline std::optional<Banner> find_banner(const std::string& console) {
   static const std::regex kBanner(R"(dsec-init: cpus=(\d+) memtotal_kib=(\d+) cmdline=([^\r\n]*))");
   std::smatch m;
-  if (!std::regex_search(console, m, kBanner)) return std::nullopt;
+  if (!std::regex_search(console, m, kBanner)) {
+    return std::nullopt;
+  }
   return Banner{std::stoi(m[1]), std::stol(m[2]), m[3]};
 }
 
@@ -107,7 +121,9 @@ class TempDir {
  public:
   TempDir() {
     std::string pattern = (std::filesystem::temp_directory_path() / "dsec-e2e-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    }
     path_ = pattern;
   }
   TempDir(const TempDir&) = delete;

@@ -61,7 +61,9 @@ inline ProcessOutput run_process(const std::vector<std::string>& argv,
     return result;
   }
   std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : argv) {
+    args.push_back(const_cast<char*>(a.c_str()));
+  }
   args.push_back(nullptr);
 
   const pid_t pid = ::fork();
@@ -102,9 +104,13 @@ inline ProcessOutput run_process(const std::vector<std::string>& argv,
       break;
     }
     const int ready = ::poll(fds, 2, static_cast<int>(left.count()));
-    if (ready < 0 && errno != EINTR) break;
+    if (ready < 0 && errno != EINTR) {
+      break;
+    }
     for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+        continue;
+      }
       const ssize_t n = ::read(fds[i].fd, buffer.data(), buffer.size());
       if (n > 0) {
         sinks[i]->append(buffer.data(), static_cast<size_t>(n));
@@ -116,14 +122,18 @@ inline ProcessOutput run_process(const std::vector<std::string>& argv,
     }
   }
   for (auto& fd : fds) {
-    if (fd.fd >= 0) ::close(fd.fd);
+    if (fd.fd >= 0) {
+      ::close(fd.fd);
+    }
   }
   // The streams closed (or the group was killed); the process itself may still linger, for
   // example after closing its stdout: give it until the deadline, then kill it too.
   int status = 0;
   for (;;) {
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (r == pid || (r < 0 && errno != EINTR)) {
+      break;
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
       result.timed_out = true;
       ::kill(-pid, SIGKILL);
@@ -141,7 +151,9 @@ inline ProcessOutput run_process(const std::vector<std::string>& argv,
   } else if (WIFSIGNALED(status)) {
     result.term_signal = WTERMSIG(status);
   }
-  if (result.timed_out) result.exit_status = -1;
+  if (result.timed_out) {
+    result.exit_status = -1;
+  }
   return result;
 }
 
@@ -156,8 +168,12 @@ struct CommandOutput {
 inline CommandOutput run_command(const std::string& command,
                                  std::chrono::milliseconds timeout = 300s) {
   const ProcessOutput p = run_process({"/bin/sh", "-c", command}, timeout);
-  if (!p.err.empty()) std::cerr << p.err;
-  if (p.timed_out) std::cerr << "run_command: killed after " << timeout.count() << " ms: " << command << "\n";
+  if (!p.err.empty()) {
+    std::cerr << p.err;
+  }
+  if (p.timed_out) {
+    std::cerr << "run_command: killed after " << timeout.count() << " ms: " << command << "\n";
+  }
   return {p.exit_status, p.out};
 }
 

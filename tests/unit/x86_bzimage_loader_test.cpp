@@ -116,6 +116,19 @@ TEST(X86BzImageLoader, TruncatedSetupHeaderIsRefused) {
   EXPECT_THAT(load_error(memory, image), HasSubstr("bzImage: the file has 528 bytes, too few"));
 }
 
+TEST(X86BzImageLoader, PayloadShorterThanSyssizeIsRefused) {
+  GuestMemory memory = make_memory();
+  auto image = make_bzimage({.payload_size = 4096});
+  image.resize(image.size() - 1024);  // cut in the middle of the protected-mode code
+  EXPECT_THAT(load_error(memory, image),
+              HasSubstr("bzImage: the file is truncated: its header declares 4096 bytes of "
+                        "kernel after the 2560 bytes of setup code, but only 3072 follow"));
+  // Bytes after the declared code (a signature, say) are allowed.
+  image = make_bzimage({.payload_size = 4096});
+  image.resize(image.size() + 512, 0);
+  ASSERT_OK(load_kernel(memory, image));
+}
+
 TEST(X86BzImageLoader, KernelLargerThanRamIsRefused) {
   GuestMemory memory = make_memory(16 * kMiB);
   EXPECT_THAT(load_error(memory, make_bzimage({.init_size = 0x2000000})),

@@ -162,6 +162,7 @@ inline std::vector<uint8_t> make_bzimage(const BzImageOptions& options = {}) {
   header.pref_address = 0x1000000;
   header.init_size =
       options.init_size != 0 ? options.init_size : static_cast<uint32_t>(options.payload_size);
+  header.syssize = static_cast<uint32_t>((options.payload_size + 15) / 16);
   put(bytes, 0x1f1, header);
   const std::vector<uint8_t> payload = pattern(options.payload_size, 0x5a);
   bytes.insert(bytes.end(), payload.begin(), payload.end());

@@ -1,11 +1,19 @@
 // dsec-vmm: parses the command line and runs the chosen subcommand.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <chrono>
+#include <memory>
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 
 int main(int argc, char** argv) {
   const auto process_start = std::chrono::steady_clock::now();
+  // The VMM's log goes to stderr: stdout carries the guest's console (spdlog's default
+  // logger would write to stdout, mixing the two).
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
   CLI::App app{
       "dsec-vmm: a KVM virtual machine monitor for short-lived, isolated Linux sandboxes."};
   app.require_subcommand(1);

@@ -73,6 +73,17 @@ Result<LoadedKernel> load_bzimage(GuestMemory& memory, std::span<const uint8_t> 
                     setup_sects, setup_bytes, image.size()));
   }
   const std::span<const uint8_t> payload = image.subspan(setup_bytes);
+  // syssize is the protected-mode code's length in 16-byte units (32 bits since protocol
+  // 2.04). A shorter file was cut short: its kernel would fail to decompress and crash or
+  // halt the guest, so refuse it here, where the message can say why.
+  const uint64_t declared_payload = uint64_t{header->syssize} * 16;
+  if (payload.size() < declared_payload) {
+    return bzimage_error(
+        fmt::format("the file is truncated: its header declares {} bytes of kernel after the "
+                    "{} bytes of setup code, but only {} follow",
+                    declared_payload, setup_bytes, payload.size()),
+        "copy or build the kernel again");
+  }
   // The kernel decompresses in place and needs init_size bytes from its load address.
   const uint64_t claim = std::max<uint64_t>(payload.size(), header->init_size);
   auto placed = check_kernel_range(memory, kKernelLoadAddr, claim,
