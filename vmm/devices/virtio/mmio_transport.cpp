@@ -195,9 +195,7 @@ void MmioTransport::write_register(uint64_t offset, uint32_t value) {
       break;
     case mmio::kQueueNotify:
       // Without VIRTIO_F_NOTIFICATION_DATA the value is the queue index (4.2.2).
-      if (active_ && value < queues_.size() && queues_[value].state().ready) {
-        device_->notify(static_cast<uint16_t>(value));
-      }
+      notify_locked(value);
       break;
     case mmio::kInterruptAck:
       interrupt_->acknowledge(value);
@@ -310,6 +308,17 @@ VirtQueue* MmioTransport::selected_queue() {
 
 const VirtQueue* MmioTransport::selected_queue() const {
   return queue_sel_ < queues_.size() ? &queues_[queue_sel_] : nullptr;
+}
+
+void MmioTransport::notify(uint32_t queue) {
+  const std::lock_guard lock(mutex_);
+  notify_locked(queue);
+}
+
+void MmioTransport::notify_locked(uint32_t queue) {
+  if (active_ && queue < queues_.size() && queues_[queue].state().ready) {
+    device_->notify(static_cast<uint16_t>(queue));
+  }
 }
 
 bool MmioTransport::active() const {

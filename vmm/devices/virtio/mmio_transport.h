@@ -100,6 +100,11 @@ class MmioTransport final : public devices::BusDevice {
   void read(uint64_t offset, std::span<uint8_t> data) override;
   void write(uint64_t offset, std::span<const uint8_t> data) override;
 
+  // A queue notification that bypassed the register file (a KVM ioeventfd on
+  // QueueNotify): reaches the device exactly as a QueueNotify write would, only while it
+  // is active and the queue ready. Any thread.
+  void notify(uint32_t queue);
+
   TransportState state() const;
   // Puts a freshly created transport in `state`, activating the device if it was live.
   // Fails, and leaves the transport reset, if the state does not fit this device (queue
@@ -126,6 +131,7 @@ class MmioTransport final : public devices::BusDevice {
   bool features_acceptable() const;
   void activate();
   void reset();
+  void notify_locked(uint32_t queue);
   uint32_t status() const;
   bool queue_setup_allowed() const;
   // The queue QueueSel selects, or nullptr.

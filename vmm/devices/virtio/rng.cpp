@@ -1,0 +1,110 @@
+#include "vmm/devices/virtio/rng.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace dsec::virtio {
+
+uint64_t VirtioRng::features() const {
+  // VirtQueue::pop() handles both; the device has no features of its own.
+  return feature_bit(kFeatureIndirectDesc) | feature_bit(kFeatureEventIdx);
+}
+
+Status VirtioRng::activate(std::span<VirtQueue> queues, uint64_t /*features*/,
+                           std::shared_ptr<VirtioInterrupt> interrupt) {
+  if (queues.size() != 1) {
+    return fail("virtio-rng: activated with " + std::to_string(queues.size()) +
+                " queues instead of 1");
+  }
+  queues_ = queues;
+  interrupt_ = std::move(interrupt);
+  return ok();
+}
+
+void VirtioRng::reset() {
+  queues_ = {};
+  interrupt_.reset();
+}
+
+void VirtioRng::notify(uint16_t queue) {
+  if (queue >= queues_.size() || !interrupt_) {
+    return;  // not active, or a queue that does not exist: nothing to serve
+  }
+  VirtQueue& q = queues_[queue];
+  bool returned = false;
+  for (;;) {
+    auto chain = q.pop(memory_);
+    if (!chain) {
+      report_broken(chain.error());
+      break;
+    }
+    if (!chain->has_value()) {
+      break;
+    }
+    const uint32_t written = fill(**chain);
+    if (auto added = q.add_used(memory_, (*chain)->head, written); !added) {
+      report_broken(added.error());
+      break;
+    }
+    returned = true;
+  }
+  if (returned) {
+    // If the rings cannot be read, notifying anyway is the safe side.
+    const auto wanted = q.needs_notification(memory_);
+    if (!wanted || *wanted) {
+      interrupt_->signal_used_buffer();
+    }
+  }
+}
+
+uint32_t VirtioRng::fill(const DescriptorChain& chain) {
+  uint32_t written = 0;
+  for (const GuestRange& buffer : chain.writable) {
+    const uint64_t want = std::min<uint64_t>(buffer.size, kMaxBytesPerRequest - written);
+    if (want == 0) {
+      break;
+    }
+    // The chain was checked against guest memory when it was read; span() checks again.
+    auto bytes = memory_.span(buffer.base, want);
+    if (!bytes) {
+      break;
+    }
+    size_t done = 0;
+    while (done < bytes->size()) {
+      // Large reads may come back short or be interrupted by a signal (getrandom(2)).
+      const ssize_t n = ::getrandom(bytes->data() + done, bytes->size() - done, 0);
+      if (n < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        if (log_limiter_.allow()) {
+          spdlog::warn("virtio-rng: getrandom: {}; the request gets {} bytes", std::strerror(errno),
+                       written + done);
+        }
+        return written + static_cast<uint32_t>(done);
+      }
+      done += static_cast<size_t>(n);
+    }
+    written += static_cast<uint32_t>(done);
+  }
+  return written;
+}
+
+void VirtioRng::report_broken(const Error& error) {
+  // The queue refuses all work until the driver resets the device; tell it so, once.
+  if (!interrupt_->needs_reset()) {
+    interrupt_->signal_needs_reset();
+  }
+  if (auto held_back = log_limiter_.allow()) {
+    spdlog::warn("virtio-rng: the driver broke its queue, the device needs a reset: {}{}",
+                 error.message(),
+                 *held_back != 0 ? fmt::format(" ({} similar messages suppressed)", *held_back)
+                                 : std::string());
+  }
+}
+
+}  // namespace dsec::virtio
