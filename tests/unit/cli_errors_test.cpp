@@ -23,6 +23,13 @@ TEST(CliErrors, HelpListsTheSmokeSubcommand) {
                                        HasSubstr("0x3f8"), HasSubstr("exits 1")));
 }
 
+TEST(CliErrors, RunHelpTellsThatTheRngIsOptIn) {
+  const CommandOutput help = run_command(kVmm + " run --help");
+  EXPECT_EQ(help.exit_status, 0);
+  EXPECT_THAT(help.output, AllOf(HasSubstr("--rng"), HasSubstr("virtio-rng"),
+                                 HasSubstr("off by default")));
+}
+
 TEST(CliErrors, SmokeWithoutKvmPrintsWhatToDoOnStderrAndExitsOne) {
   // stderr only: stdout goes to /dev/null.
   const CommandOutput result =

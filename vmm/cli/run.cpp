@@ -34,6 +34,7 @@ struct RunOptions {
   uint64_t memory_mib = 128;
   std::string console;  // file for the serial output; empty: stdout
   std::string metrics_file;
+  bool rng = false;
 };
 
 void write_metrics(const std::string& path, const machine::MachineMetrics& m,
@@ -93,6 +94,7 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   for (const auto& extra : options.append) config.cmdline += " " + extra;
   config.kernel_path = options.kernel;
   config.initrd_path = options.initrd;
+  config.rng = options.rng;
   if (config.kernel_path.empty() || config.initrd_path.empty()) {
     auto image = find_default_image();
     if (!image) {
@@ -151,7 +153,8 @@ void add_run_command(CLI::App& app, CommandAction& action,
       "its init reboots when done, which ends the VM. The guest's serial console (COM1) goes "
       "to stdout or --console, and reads stdin. Exit status: 0 when the guest rebooted or "
       "powered off, 1 for a bad configuration (nothing started), 2 when the guest crashed "
-      "(kernel panic, triple fault), 3 when KVM failed. SIGINT/SIGTERM stop the VM (status 0).");
+      "(kernel panic, triple fault), 3 when KVM or the VMM failed. SIGINT/SIGTERM stop the VM "
+      "(status 0).");
   run->add_option("--kernel", options->kernel, "Kernel: an ELF vmlinux (PVH or 64-bit entry) or a bzImage")
       ->check(CLI::ExistingFile);
   run->add_option("--initrd", options->initrd, "Initramfs to load with the kernel")
@@ -163,6 +166,9 @@ void add_run_command(CLI::App& app, CommandAction& action,
   run->add_option("--console", options->console, "Write the guest's console to this file");
   run->add_option("--metrics-file", options->metrics_file,
                   "Write boot figures (JSON) here when the VM ends");
+  run->add_flag("--rng", options->rng,
+                "Give the guest a virtio-rng device (/dev/hwrng) fed by the host's getrandom(); "
+                "off by default");
   run->callback([&action, options, process_start] {
     action = [options, process_start] { return run_main(*options, process_start); };
   });

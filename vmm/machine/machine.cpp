@@ -33,7 +33,7 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
     initrd = DSEC_TRY(x86_64::load_initrd_file(memory, kernel, config.initrd_path));
   }
   DSEC_TRY(x86_64::write_boot_data(memory, kernel,
-                                   {.cmdline = config.cmdline, .initrd = initrd,
+                                   {.cmdline = guest_cmdline(config), .initrd = initrd,
                                     .vcpu_count = config.vcpus}));
 
   auto kvm = DSEC_TRY(kvm::KvmSystem::open(config.kvm_device));
@@ -96,6 +96,10 @@ Status Machine::setup_devices() {
   // It logs the time from the VMM's start to guest userspace.
   boot_timer_ = std::make_shared<devices::BootTimer>(config_.process_start);
   DSEC_TRY(pio_.insert({x86_64::kBootTimerPort, devices::kBootTimerRegisterCount}, boot_timer_));
+
+  if (const auto kinds = virtio_devices(config_); !kinds.empty()) {
+    virtio_ = DSEC_TRY(VirtioDevices::create(vm_, memory_, mmio_, kinds));
+  }
   return ok();
 }
 
@@ -146,6 +150,15 @@ Status Machine::start() {
     if (!input_stop_) return fail_errno("eventfd for the console input thread", errno);
     input_thread_ = std::thread([this] { input_loop(); });
   }
+  if (virtio_) {
+    DSEC_TRY(virtio_->start([this](const Status& result) {
+      if (!result) {
+        // The devices can no longer hear the guest: end the VM rather than hang it.
+        control_.request_exit(
+            {VmExitKind::kVmmError, "the virtio event loop failed: " + result.error().message()});
+      }
+    }));
+  }
   for (auto& vcpu : vcpus_) vcpu->start();
   return ok();
 }
@@ -191,6 +204,12 @@ void Machine::join_all() {
   if (joined_) return;
   for (auto& vcpu : vcpus_) vcpu->join();
   if (input_thread_.joinable()) input_thread_.join();
+  // After the vCPUs: no notification arrives once the loop is gone.
+  if (virtio_) {
+    if (auto stopped = virtio_->stop(); !stopped) {
+      spdlog::warn("virtio event loop: {}", stopped.error().message());
+    }
+  }
   joined_ = true;
 }
 

@@ -20,6 +20,7 @@
 #include "vmm/machine/machine_config.h"
 #include "vmm/machine/run_control.h"
 #include "vmm/machine/vcpu_thread.h"
+#include "vmm/machine/virtio_devices.h"
 #include "vmm/memory/guest_memory.h"
 
 namespace dsec::machine {
@@ -74,6 +75,9 @@ class Machine {
   devices::Bus mmio_{devices::AddressSpace::kMmio};
   std::shared_ptr<devices::Serial> serial_;
   std::shared_ptr<devices::BootTimer> boot_timer_;
+  // After the buses and vm_, so that it goes first: its event loop stops before the
+  // devices and the KVM registrations go.
+  std::unique_ptr<VirtioDevices> virtio_;
   std::vector<std::unique_ptr<VcpuThread>> vcpus_;
   UniqueFd input_stop_;  // eventfd that ends the console input thread
   std::thread input_thread_;

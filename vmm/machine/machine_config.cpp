@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "vmm/arch/x86_64/layout.h"
+#include "vmm/machine/virtio_devices.h"
 
 namespace dsec::machine {
 namespace {
@@ -47,13 +48,32 @@ Status validate(const MachineConfig& config) {
   if (config.kernel_path.empty()) return fail("no kernel given", "pass --kernel PATH");
   DSEC_TRY(check_file(config.kernel_path, "kernel"));
   if (!config.initrd_path.empty()) DSEC_TRY(check_file(config.initrd_path, "initrd"));
-  if (config.cmdline.size() + 1 > x86_64::kCmdlineMaxSize) {
-    return fail("the kernel command line is " + std::to_string(config.cmdline.size()) +
+  if (virtio_devices(config).size() > x86_64::kMaxVirtioMmioDevices) {
+    return fail("more virtio devices than the " + std::to_string(x86_64::kMaxVirtioMmioDevices) +
+                " virtio-mmio slots");
+  }
+  const std::string devices = virtio_cmdline(config);
+  const std::string cmdline = guest_cmdline(config);
+  if (cmdline.size() + 1 > x86_64::kCmdlineMaxSize) {
+    return fail("the kernel command line is " + std::to_string(cmdline.size()) +
                     " bytes, longer than the " + std::to_string(x86_64::kCmdlineMaxSize - 1) +
-                    " Linux takes",
+                    " Linux takes" +
+                    (devices.empty() ? std::string()
+                                     : " (" + std::to_string(devices.size() + 1) +
+                                           " of them announce the virtio devices)"),
                 "shorten --cmdline");
   }
   return ok();
+}
+
+std::string guest_cmdline(const MachineConfig& config) {
+  const std::string devices = virtio_cmdline(config);
+  // The devices' parameters go first: whatever follows a " -- " in the user's part goes to
+  // init, not to the kernel.
+  if (devices.empty()) {
+    return config.cmdline;
+  }
+  return config.cmdline.empty() ? devices : devices + " " + config.cmdline;
 }
 
 }  // namespace dsec::machine

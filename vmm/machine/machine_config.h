@@ -24,14 +24,21 @@ struct MachineConfig {
   // panic=-1 reboots too).
   bool expect_clean_shutdown_announcement = false;
   std::string kvm_device = "/dev/kvm";
+  // virtio devices (machine/virtio_devices.h); each takes the next virtio-mmio slot.
+  bool rng = false;  // virtio-rng: entropy from the host's getrandom()
   // When the VMM process started, for the boot-time figures.
   std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
 };
 
 // The checks that need no file contents: vCPU count, memory size and alignment against
-// what the host has, files that exist, the command line's length. Machine::create() then
+// what the host has, files that exist, the command line's length (with the parameters
+// that announce the virtio devices). Machine::create() then
 // loads the kernel and initrd into guest memory (is it a kernel, does the initrd fit?)
 // before its first KVM call.
 Status validate(const MachineConfig& config);
+
+// The command line the guest kernel gets: `cmdline` after the parameters that announce
+// the virtio devices.
+std::string guest_cmdline(const MachineConfig& config);
 
 }  // namespace dsec::machine

@@ -12,6 +12,7 @@ int VmExit::exit_code() const {
     case VmExitKind::kTripleFault:
       return 2;
     case VmExitKind::kKvmError:
+    case VmExitKind::kVmmError:
       return 3;
   }
   return 3;
@@ -25,6 +26,7 @@ std::string VmExit::describe() const {
     case VmExitKind::kGuestPanic: what = "the guest crashed"; break;
     case VmExitKind::kTripleFault: what = "a vCPU triple-faulted"; break;
     case VmExitKind::kKvmError: what = "KVM failed"; break;
+    case VmExitKind::kVmmError: what = "the VMM failed"; break;
     case VmExitKind::kStopped: what = "stopped by the host"; break;
   }
   return detail.empty() ? what : std::string(what) + ": " + detail;

@@ -1,0 +1,58 @@
+// How the machine's configuration turns into virtio devices and the kernel command-line
+// parameters that announce them, and what validate() says when they make the command line
+// too long. No KVM.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/support/result_matchers.h"
+#include "vmm/arch/x86_64/layout.h"
+#include "vmm/machine/machine_config.h"
+#include "vmm/machine/virtio_devices.h"
+
+namespace dsec::machine {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+MachineConfig config_with(bool rng, std::string cmdline) {
+  MachineConfig config;
+  config.kernel_path = DSEC_SOURCE_DIR "/CMakeLists.txt";  // any regular file
+  config.cmdline = std::move(cmdline);
+  config.rng = rng;
+  return config;
+}
+
+TEST(MachineVirtioConfig, NoDevicesLeaveTheCommandLineAsItIs) {
+  const MachineConfig config = config_with(false, "console=ttyS0 -- init-arg");
+  EXPECT_THAT(virtio_devices(config), IsEmpty());
+  EXPECT_EQ(virtio_cmdline(config), "");
+  EXPECT_EQ(guest_cmdline(config), "console=ttyS0 -- init-arg");
+}
+
+TEST(MachineVirtioConfig, AnRngTakesSlotZeroAndIsAnnouncedBeforeTheUsersWords) {
+  const MachineConfig config = config_with(true, "console=ttyS0 -- init-arg");
+  EXPECT_THAT(virtio_devices(config), ElementsAre(VirtioDeviceKind::kRng));
+  // Slot 0: 4 KiB at 3 GiB, IOAPIC pin 5; before any " -- ", which hands the rest to init.
+  EXPECT_EQ(guest_cmdline(config), "virtio_mmio.device=4K@0xc0000000:5 console=ttyS0 -- init-arg");
+  EXPECT_EQ(guest_cmdline(config_with(true, "")), "virtio_mmio.device=4K@0xc0000000:5");
+}
+
+TEST(MachineVirtioConfig, ValidateCountsTheDeviceParametersInTheCommandLineLength) {
+  const std::string devices = virtio_cmdline(config_with(true, ""));
+  // Fits alone, but not with the devices' parameters and their separating space.
+  const std::string longest(x86_64::kCmdlineMaxSize - 1, 'x');
+  ASSERT_OK(validate(config_with(false, longest)));
+  const std::string cmdline(x86_64::kCmdlineMaxSize - 1 - devices.size(), 'x');
+  ASSERT_OK(validate(config_with(true, cmdline.substr(1))));
+  const auto too_long = validate(config_with(true, cmdline));
+  ASSERT_FALSE(too_long.has_value());
+  EXPECT_THAT(too_long.error().message(), HasSubstr("announce the virtio devices"));
+  EXPECT_THAT(too_long.error().message(), HasSubstr("shorten --cmdline"));
+}
+
+}  // namespace
+}  // namespace dsec::machine

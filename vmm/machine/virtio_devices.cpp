@@ -1,0 +1,132 @@
+#include "vmm/machine/virtio_devices.h"
+
+#include <spdlog/spdlog.h>
+
+#include "vmm/arch/x86_64/layout.h"
+#include "vmm/devices/virtio/mmio_cmdline.h"
+#include "vmm/devices/virtio/rng.h"
+
+namespace dsec::machine {
+
+std::vector<VirtioDeviceKind> virtio_devices(const MachineConfig& config) {
+  std::vector<VirtioDeviceKind> kinds;
+  if (config.rng) {
+    kinds.push_back(VirtioDeviceKind::kRng);
+  }
+  return kinds;
+}
+
+std::string virtio_cmdline(const MachineConfig& config) {
+  std::string cmdline;
+  const size_t count = virtio_devices(config).size();
+  for (uint32_t i = 0; i < count && i < x86_64::kMaxVirtioMmioDevices; ++i) {
+    const auto slot = x86_64::virtio_mmio_slot(i);
+    if (!cmdline.empty()) {
+      cmdline += ' ';
+    }
+    cmdline += virtio::virtio_mmio_cmdline_arg(slot.address, slot.irq, x86_64::kVirtioMmioSlotSize);
+  }
+  return cmdline;
+}
+
+Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
+    kvm::Vm& vm, GuestMemory& memory, devices::Bus& mmio,
+    const std::vector<VirtioDeviceKind>& kinds) {
+  if (kinds.size() > x86_64::kMaxVirtioMmioDevices) {
+    return fail(std::to_string(kinds.size()) + " virtio devices, more than the " +
+                std::to_string(x86_64::kMaxVirtioMmioDevices) + " slots there are");
+  }
+  // Small rings: the loop only watches the devices' notification eventfds.
+  auto loop = DSEC_TRY(io::EventLoop::create(64));
+  std::unique_ptr<VirtioDevices> devices(new VirtioDevices(vm, std::move(loop)));
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    std::unique_ptr<virtio::VirtioDevice> device;
+    switch (kinds[i]) {
+      case VirtioDeviceKind::kRng:
+        device = std::make_unique<virtio::VirtioRng>(memory);
+        break;
+    }
+    DSEC_TRY(devices->add(memory, mmio, i, std::move(device)));
+  }
+  return devices;
+}
+
+Status VirtioDevices::add(GuestMemory& memory, devices::Bus& mmio, size_t index,
+                          std::unique_ptr<virtio::VirtioDevice> device) {
+  const auto slot = x86_64::virtio_mmio_slot(static_cast<uint32_t>(index));
+  const std::string where = fmt::format("virtio device {} at {:#x}", index, slot.address);
+
+  // Device to guest: the interrupt line writes an eventfd that KVM turns into an edge on
+  // the slot's IOAPIC pin (irqfd). The line's "lowered" calls have nothing to do: with an
+  // edge-triggered pin the driver reads InterruptStatus to learn why it was called.
+  auto irq_event = std::make_shared<const io::EventFd>(DSEC_TRY(io::EventFd::create()));
+  if (auto registered = vm_.register_irqfd(irq_event->fd(), slot.irq); !registered) {
+    return std::unexpected(registered.error().with_context(where));
+  }
+  unregister_.push_back([this, fd = irq_event->fd(), irq = slot.irq] {
+    static_cast<void>(vm_.unregister_irqfd(fd, irq));
+  });
+  irq_events_.push_back(irq_event);
+  auto line = [irq_event](bool raised) {
+    if (raised) {
+      // Fails only if the counter would overflow: the interrupt is pending anyway.
+      static_cast<void>(irq_event->signal());
+    }
+  };
+
+  const size_t queue_count = device->queue_max_sizes().size();
+  auto created = virtio::MmioTransport::create(memory, std::move(device), std::move(line));
+  if (!created) {
+    return std::unexpected(created.error().with_context(where));
+  }
+  std::shared_ptr<virtio::MmioTransport> transport = std::move(*created);
+
+  // Guest to device: a 4-byte write of queue index q to QueueNotify signals the q-th
+  // eventfd inside KVM (no exit), and the event loop passes it on. Other writes to the
+  // register still exit and reach the transport through the bus.
+  for (size_t q = 0; q < queue_count; ++q) {
+    auto event = std::make_unique<io::EventFd>(DSEC_TRY(io::EventFd::create()));
+    const kvm::IoEventFd ioeventfd{.eventfd = event->fd(),
+                                   .space = kvm::IoSpace::kMmio,
+                                   .address = slot.address + virtio::mmio::kQueueNotify,
+                                   .length = 4,
+                                   .datamatch = q};
+    if (auto registered = vm_.register_ioeventfd(ioeventfd); !registered) {
+      return std::unexpected(registered.error().with_context(where));
+    }
+    unregister_.push_back(
+        [this, ioeventfd] { static_cast<void>(vm_.unregister_ioeventfd(ioeventfd)); });
+    DSEC_TRY(loop_thread_.loop().add_fd_watch(
+        event->fd(),
+        [event = event.get(), transport = transport.get(), queue = static_cast<uint32_t>(q)] {
+          static_cast<void>(event->consume());
+          // The transport passes it on only while the device is active (virtio_device.h).
+          transport->notify(queue);
+        }));
+    queue_events_.push_back(std::move(event));
+  }
+
+  DSEC_TRY(mmio.insert({slot.address, x86_64::kVirtioMmioSlotSize}, transport));
+  transports_.push_back(std::move(transport));
+  return ok();
+}
+
+VirtioDevices::~VirtioDevices() {
+  if (auto stopped = stop(); !stopped) {
+    spdlog::warn("virtio devices: the event loop ended with an error: {}",
+                 stopped.error().message());
+  }
+  for (auto undo = unregister_.rbegin(); undo != unregister_.rend(); ++undo) {
+    (*undo)();
+  }
+}
+
+Status VirtioDevices::start(io::EventLoopThread::ExitHandler on_exit) {
+  return loop_thread_.start(std::move(on_exit));
+}
+
+Status VirtioDevices::stop() {
+  return loop_thread_.stop();
+}
+
+}  // namespace dsec::machine

@@ -1,0 +1,73 @@
+// The VM's virtio-mmio devices, wired to KVM: each sits on the MMIO bus in its slot of
+// x86_64/layout.h, raises its interrupt through an irqfd on the slot's IRQ, and gets its
+// queue notifications through one ioeventfd per queue, served by the VM's event-loop
+// thread. The guest finds them through `virtio_mmio.device=` parameters on its command
+// line (virtio_cmdline()).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vmm/common/error.h"
+#include "vmm/devices/bus.h"
+#include "vmm/devices/virtio/mmio_transport.h"
+#include "vmm/io/event_fd.h"
+#include "vmm/io/event_loop_thread.h"
+#include "vmm/kvm/vm.h"
+#include "vmm/machine/machine_config.h"
+#include "vmm/memory/guest_memory.h"
+
+namespace dsec::machine {
+
+enum class VirtioDeviceKind { kRng };
+
+// The virtio devices `config` asks for, in slot order: device i goes in slot i.
+std::vector<VirtioDeviceKind> virtio_devices(const MachineConfig& config);
+
+// The kernel command-line parameters that announce those devices, space-separated; empty
+// when there are none.
+std::string virtio_cmdline(const MachineConfig& config);
+
+class VirtioDevices {
+ public:
+  // Creates `kinds` (slot order) over `memory`, maps each transport on `mmio` and
+  // registers its irqfd and ioeventfds with `vm`. `vm`, `memory` and `mmio` must outlive
+  // this object. Nothing runs until start().
+  static Result<std::unique_ptr<VirtioDevices>> create(kvm::Vm& vm, GuestMemory& memory,
+                                                       devices::Bus& mmio,
+                                                       const std::vector<VirtioDeviceKind>& kinds);
+
+  VirtioDevices(const VirtioDevices&) = delete;
+  VirtioDevices& operator=(const VirtioDevices&) = delete;
+  // Stops the event-loop thread, then unregisters the ioeventfds and irqfds.
+  ~VirtioDevices();
+
+  // Starts the event-loop thread; `on_exit` as for io::EventLoopThread::start().
+  Status start(io::EventLoopThread::ExitHandler on_exit = {});
+  // Stops and joins the event-loop thread: no notification reaches a device after this.
+  Status stop();
+
+  size_t size() const { return transports_.size(); }
+  virtio::MmioTransport& transport(size_t index) { return *transports_.at(index); }
+
+ private:
+  VirtioDevices(kvm::Vm& vm, io::EventLoop loop) : vm_(vm), loop_thread_(std::move(loop)) {}
+
+  Status add(GuestMemory& memory, devices::Bus& mmio, size_t slot,
+             std::unique_ptr<virtio::VirtioDevice> device);
+
+  kvm::Vm& vm_;
+  std::vector<std::shared_ptr<virtio::MmioTransport>> transports_;
+  // The transports' interrupt lines hold these too (a transport lives on in the bus).
+  std::vector<std::shared_ptr<const io::EventFd>> irq_events_;
+  std::vector<std::unique_ptr<io::EventFd>> queue_events_;
+  // KVM registrations to undo, in reverse order.
+  std::vector<std::function<void()>> unregister_;
+  // Last, so that it is destroyed first: its handlers use the members above.
+  io::EventLoopThread loop_thread_;
+};
+
+}  // namespace dsec::machine
