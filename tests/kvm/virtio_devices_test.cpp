@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 
@@ -51,6 +52,16 @@ TEST(VirtioDevices, AnRngAnswersInSlotZeroAndItsLoopStartsAndStops) {
   const uint64_t base = x86_64::virtio_mmio_slot(0).address;
   EXPECT_EQ(read_register(mmio, base), 0x74726976u);  // "virt"
   EXPECT_EQ(read_register(mmio, base + 0x008), 4u);   // entropy device
+  // Its queue's notifications bypass the vCPU: KVM holds an ioeventfd for a 4-byte write
+  // of 0 to QueueNotify, and refuses a second one for the same write.
+  ASSERT_OK_AND_ASSIGN(io::EventFd other, io::EventFd::create());
+  const auto again = t.vm.register_ioeventfd({.eventfd = other.fd(),
+                                              .space = kvm::IoSpace::kMmio,
+                                              .address = base + 0x050,
+                                              .length = 4,
+                                              .datamatch = 0});
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().os_errno(), EEXIST) << again.error().message();
   ASSERT_OK(devices->start());
   ASSERT_OK(devices->stop());
 }
