@@ -1,0 +1,186 @@
+#include "vmm/devices/virtio/vsock/packet.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace dsec::virtio::vsock {
+namespace {
+
+template <typename T>
+void put(std::array<uint8_t, kHeaderSize>& out, size_t at, T value) {
+  std::memcpy(out.data() + at, &value, sizeof(T));  // little-endian host (virtio_spec.h)
+}
+
+template <typename T>
+T get(std::span<const uint8_t, kHeaderSize> in, size_t at) {
+  T value;
+  std::memcpy(&value, in.data() + at, sizeof(T));
+  return value;
+}
+
+// Copies `out.size()` bytes from the start of `buffers` (guest memory) into out.
+Status gather(const GuestMemory& memory, std::span<const GuestRange> buffers,
+              std::span<uint8_t> out) {
+  size_t done = 0;
+  for (const GuestRange& buffer : buffers) {
+    if (done == out.size()) {
+      break;
+    }
+    const size_t take = std::min<uint64_t>(buffer.size, out.size() - done);
+    DSEC_TRY(memory.read(buffer.base, out.subspan(done, take)));
+    done += take;
+  }
+  if (done != out.size()) {
+    return fail("vsock: the chain is shorter than the header");
+  }
+  return ok();
+}
+
+// The part of `buffers` after the first `skip` bytes.
+std::vector<GuestRange> ranges_after(std::span<const GuestRange> buffers, uint64_t skip) {
+  std::vector<GuestRange> out;
+  for (const GuestRange& buffer : buffers) {
+    if (skip >= buffer.size) {
+      skip -= buffer.size;
+      continue;
+    }
+    out.push_back({buffer.base + skip, buffer.size - skip});
+    skip = 0;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::array<uint8_t, kHeaderSize> encode_header(const VsockHeader& h) {
+  std::array<uint8_t, kHeaderSize> out{};
+  put(out, 0, h.src_cid);
+  put(out, 8, h.dst_cid);
+  put(out, 16, h.src_port);
+  put(out, 20, h.dst_port);
+  put(out, 24, h.len);
+  put(out, 28, h.type);
+  put(out, 30, h.op);
+  put(out, 32, h.flags);
+  put(out, 36, h.buf_alloc);
+  put(out, 40, h.fwd_cnt);
+  return out;
+}
+
+VsockHeader decode_header(std::span<const uint8_t, kHeaderSize> in) {
+  return {.src_cid = get<uint64_t>(in, 0),
+          .dst_cid = get<uint64_t>(in, 8),
+          .src_port = get<uint32_t>(in, 16),
+          .dst_port = get<uint32_t>(in, 20),
+          .len = get<uint32_t>(in, 24),
+          .type = get<uint16_t>(in, 28),
+          .op = get<uint16_t>(in, 30),
+          .flags = get<uint32_t>(in, 32),
+          .buf_alloc = get<uint32_t>(in, 36),
+          .fwd_cnt = get<uint32_t>(in, 40)};
+}
+
+Result<TxPacket> parse_tx_packet(const GuestMemory& memory, const DescriptorChain& chain,
+                                 uint64_t guest_cid) {
+  const uint64_t readable = chain.readable_bytes();
+  if (readable < kHeaderSize) {
+    return fail(fmt::format("vsock: tx chain {} has {} readable bytes, less than the {}-byte header",
+                            chain.head, readable, kHeaderSize));
+  }
+  std::array<uint8_t, kHeaderSize> bytes{};
+  DSEC_TRY(gather(memory, chain.readable, bytes));
+  TxPacket packet{.header = decode_header(bytes), .payload = {}};
+  const VsockHeader& h = packet.header;
+  if (h.len > kMaxPayload) {
+    return fail(fmt::format("vsock: tx chain {}: payload length {} is above the {}-byte limit",
+                            chain.head, h.len, kMaxPayload));
+  }
+  if (h.len != readable - kHeaderSize) {
+    return fail(fmt::format("vsock: tx chain {}: header says {} payload bytes, the chain holds {}",
+                            chain.head, h.len, readable - kHeaderSize));
+  }
+  if (h.src_cid != guest_cid) {
+    return fail(fmt::format("vsock: tx chain {}: source CID {} is not the guest's ({})", chain.head,
+                            h.src_cid, guest_cid));
+  }
+  if (h.dst_cid != kHostCid) {
+    return fail(fmt::format("vsock: tx chain {}: destination CID {} is not the host's ({})",
+                            chain.head, h.dst_cid, kHostCid));
+  }
+  packet.payload = ranges_after(chain.readable, kHeaderSize);
+  return packet;
+}
+
+Result<uint32_t> rx_payload_capacity(const DescriptorChain& chain) {
+  if (!chain.readable.empty()) {
+    return fail(fmt::format("vsock: rx chain {} has device-readable buffers", chain.head));
+  }
+  const uint64_t writable = chain.writable_bytes();
+  if (writable < kHeaderSize) {
+    return fail(fmt::format("vsock: rx chain {} has {} writable bytes, less than the {}-byte header",
+                            chain.head, writable, kHeaderSize));
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(writable - kHeaderSize, kMaxPayload));
+}
+
+Result<std::vector<iovec>> rx_payload_iovecs(GuestMemory& memory, const DescriptorChain& chain,
+                                             uint32_t len) {
+  const uint32_t capacity = DSEC_TRY(rx_payload_capacity(chain));
+  uint64_t left = std::min(len, capacity);
+  std::vector<iovec> iovecs;
+  for (const GuestRange& range : ranges_after(chain.writable, kHeaderSize)) {
+    if (left == 0) {
+      break;
+    }
+    const uint64_t take = std::min(range.size, left);
+    const std::span<uint8_t> bytes = DSEC_TRY(memory.span(range.base, take));
+    iovecs.push_back({bytes.data(), bytes.size()});
+    left -= take;
+  }
+  return iovecs;
+}
+
+Result<uint32_t> write_rx_header(GuestMemory& memory, const DescriptorChain& chain,
+                                 const VsockHeader& header) {
+  const uint32_t capacity = DSEC_TRY(rx_payload_capacity(chain));
+  if (header.len > capacity) {
+    return fail(fmt::format("vsock: rx chain {} takes {} payload bytes, not {}", chain.head,
+                            capacity, header.len));
+  }
+  const auto bytes = encode_header(header);
+  size_t done = 0;
+  for (const GuestRange& buffer : chain.writable) {
+    if (done == bytes.size()) {
+      break;
+    }
+    const size_t take = std::min<uint64_t>(buffer.size, bytes.size() - done);
+    DSEC_TRY(memory.write(buffer.base, std::span(bytes).subspan(done, take)));
+    done += take;
+  }
+  return kHeaderSize + header.len;
+}
+
+Result<uint32_t> write_rx_packet(GuestMemory& memory, const DescriptorChain& chain,
+                                 VsockHeader header, std::span<const uint8_t> data) {
+  const uint32_t capacity = DSEC_TRY(rx_payload_capacity(chain));
+  if (data.size() > capacity) {
+    return fail(fmt::format("vsock: rx chain {} takes {} payload bytes, not {}", chain.head,
+                            capacity, data.size()));
+  }
+  header.len = static_cast<uint32_t>(data.size());
+  size_t done = 0;
+  for (const GuestRange& range : ranges_after(chain.writable, kHeaderSize)) {
+    if (done == data.size()) {
+      break;
+    }
+    const size_t take = std::min<uint64_t>(range.size, data.size() - done);
+    DSEC_TRY(memory.write(range.base, data.subspan(done, take)));
+    done += take;
+  }
+  return write_rx_header(memory, chain, header);
+}
+
+}  // namespace dsec::virtio::vsock
