@@ -1,0 +1,566 @@
+#include "vmm/devices/virtio/vsock/muxer.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <string_view>
+
+#include "vmm/devices/virtio/vsock/unix_socket.h"
+
+namespace dsec::virtio::vsock {
+
+Muxer::Muxer(io::EventLoop& loop, std::string uds_path, uint64_t guest_cid, std::mutex& mutex,
+             std::function<void()> rx_ready)
+    : loop_(loop),
+      uds_path_(std::move(uds_path)),
+      guest_cid_(guest_cid),
+      mutex_(mutex),
+      rx_ready_(std::move(rx_ready)) {}
+
+template <typename F>
+void Muxer::locked(F&& f) {
+  const std::lock_guard lock(mutex_);
+  f();
+  if (has_rx()) {
+    rx_ready_();
+  }
+}
+
+Result<std::unique_ptr<Muxer>> Muxer::create(io::EventLoop& loop, std::string uds_path,
+                                             uint64_t guest_cid, std::mutex& mutex,
+                                             std::function<void()> rx_ready) {
+  UniqueFd listener = DSEC_TRY(listen_unix(uds_path));
+  std::unique_ptr<Muxer> muxer(
+      new Muxer(loop, std::move(uds_path), guest_cid, mutex, std::move(rx_ready)));
+  muxer->listener_ = std::move(listener);
+  muxer->listener_watch_ = DSEC_TRY(loop.add_fd_watch(
+      muxer->listener_.get(), [m = muxer.get()] { m->locked([m] { m->on_listener_ready(); }); }));
+  return muxer;
+}
+
+Muxer::~Muxer() {
+  deactivate();
+  purge();
+  if (listener_watch_) {
+    static_cast<void>(loop_.remove_watch(*listener_watch_));
+  }
+  // The socket file is ours: a later VM (or a restore) binds the same path.
+  ::unlink(uds_path_.c_str());
+}
+
+void Muxer::deactivate() {
+  active_ = false;
+  for (auto& [id, entry] : entries_) {
+    graveyard_.push_back(std::move(entry));
+  }
+  entries_.clear();
+  by_ports_.clear();
+  for (auto& [id, pending] : pending_hosts_) {
+    pending_graveyard_.push_back(std::move(pending));
+  }
+  pending_hosts_.clear();
+  rx_fifo_.clear();
+  pending_resets_.clear();
+}
+
+void Muxer::purge() {
+  for (auto& entry : graveyard_) {
+    drop_host(*entry);
+  }
+  graveyard_.clear();
+  for (auto& pending : pending_graveyard_) {
+    if (pending.watch) {
+      static_cast<void>(loop_.remove_watch(*pending.watch));
+    }
+  }
+  pending_graveyard_.clear();
+}
+
+// --- Host sockets ---
+
+void Muxer::on_listener_ready() {
+  for (;;) {
+    UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && log_limiter_.allow()) {
+        spdlog::warn("vsock: accept on {}: {}", uds_path_, std::strerror(errno));
+      }
+      if (errno == EINTR) {
+        continue;
+      }
+      return;
+    }
+    if (!active_ || pending_hosts_.size() >= kMaxPendingHosts) {
+      continue;  // closed: the host sees EOF before any "OK"
+    }
+    const uint64_t id = next_id_++;
+    const int raw = fd.get();
+    auto watch =
+        loop_.add_fd_watch(raw, [this, id] { locked([this, id] { on_pending_host_ready(id); }); });
+    if (!watch) {
+      continue;
+    }
+    pending_hosts_.emplace(id, PendingHost{std::move(fd), *watch});
+  }
+}
+
+void Muxer::on_pending_host_ready(uint64_t id) {
+  const auto it = pending_hosts_.find(id);
+  if (it == pending_hosts_.end()) {
+    return;
+  }
+  PendingHost& pending = it->second;
+  const auto drop = [&] {
+    static_cast<void>(loop_.remove_watch(*pending.watch));
+    pending_hosts_.erase(it);
+  };
+  // Peek, so that bytes after the line stay in the socket as the stream's first data.
+  std::array<char, kMaxConnectLine> line{};
+  const ssize_t peeked = ::recv(pending.fd.get(), line.data(), line.size(), MSG_PEEK);
+  if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    return;
+  }
+  if (peeked <= 0) {
+    drop();  // EOF or error before a whole line
+    return;
+  }
+  const std::string_view seen(line.data(), static_cast<size_t>(peeked));
+  const size_t newline = seen.find('\n');
+  if (newline == std::string_view::npos) {
+    if (seen.size() == line.size()) {
+      drop();  // no line of a sane length
+    }
+    return;  // the rest of the line is yet to come
+  }
+  const std::optional<uint32_t> port = parse_connect_line(seen.substr(0, newline + 1));
+  if (!port || ::recv(pending.fd.get(), line.data(), newline + 1, 0) !=
+                   static_cast<ssize_t>(newline + 1)) {
+    drop();
+    return;
+  }
+  if (entries_.size() >= kMaxConnections) {
+    drop();
+    return;
+  }
+  UniqueFd fd = std::move(pending.fd);
+  drop();
+  Entry& e = add_entry(Connection(guest_cid_, allocate_local_port(), *port,
+                                  ConnectionState::kLocalInit),
+                       std::move(fd));
+  e.conn.queue_control(kOpRequest);
+  arm_kill_timer(e);
+  enqueue(e);
+}
+
+void Muxer::on_socket_ready(uint64_t id) {
+  Entry* e = find(id);
+  if (e == nullptr || !e->fd) {
+    return;
+  }
+  if ((e->watch_events & POLLOUT) != 0) {
+    flush_tx(*e);
+  }
+  if ((e->watch_events & POLLIN) != 0 && e->fd) {
+    // Read when the guest has an rx buffer for it (fill_rx), not now.
+    e->host_readable = true;
+    enqueue(*e);
+  }
+  update_watch(*e);
+  finish_if_done(*e);
+}
+
+void Muxer::on_kill_timer(uint64_t id) {
+  Entry* e = find(id);
+  if (e == nullptr) {
+    return;
+  }
+  e->kill_timer.reset();  // it fired: nothing to cancel
+  if (e->conn.state() == ConnectionState::kLocalInit ||
+      e->conn.state() == ConnectionState::kClosing) {
+    kill(*e);
+  }
+}
+
+// --- Guest packets ---
+
+void Muxer::on_guest_packet(GuestMemory& memory, const TxPacket& packet) {
+  const VsockHeader& h = packet.header;
+  if (h.type != kTypeStream) {
+    queue_reset_reply(h);  // no SEQPACKET or DGRAM here (5.10.6.1)
+    return;
+  }
+  Entry* found = find(Ports{h.dst_port, h.src_port});
+  if (found == nullptr) {
+    if (h.op == kOpRequest) {
+      connect_to_host(h);
+    } else {
+      queue_reset_reply(h);
+    }
+    return;
+  }
+  Entry& e = *found;
+  e.conn.update_peer_credit(h);
+  switch (h.op) {
+    case kOpResponse:
+      if (!e.conn.on_response()) {
+        kill(e);
+        break;
+      }
+      if (e.kill_timer) {
+        static_cast<void>(loop_.cancel_timer(*e.kill_timer));
+        e.kill_timer.reset();
+      }
+      {
+        const std::string ok = "OK " + std::to_string(e.conn.local_port()) + "\n";
+        e.tx_buf.insert(e.tx_buf.begin(), ok.begin(), ok.end());
+        e.tx_uncounted += ok.size();
+        flush_tx(e);
+      }
+      break;
+    case kOpRw:
+      if (!e.conn.accept_guest_data(h.len)) {
+        if (log_limiter_.allow()) {
+          spdlog::warn("vsock: guest port {} sent {} bytes beyond its credit or its shutdown; "
+                       "resetting the stream",
+                       h.src_port, h.len);
+        }
+        kill(e);
+        break;
+      }
+      forward_to_host(e, memory, packet);
+      break;
+    case kOpShutdown:
+      if (e.conn.on_peer_shutdown(h.flags) == kShutdownBoth) {
+        // The guest closed: it waits for our RST (Linux, virtio_transport_close).
+        flush_tx(e);
+        kill(e);
+      } else if ((h.flags & kShutdownSend) != 0) {
+        e.shut_wr_pending = true;
+        flush_tx(e);
+      }
+      break;
+    case kOpRst:
+      drop_host(e);
+      e.conn.close();
+      break;
+    case kOpCreditUpdate:
+      break;  // update_peer_credit() did it
+    case kOpCreditRequest:
+      e.conn.queue_control(kOpCreditUpdate);
+      break;
+    default:  // REQUEST on a live stream, or an unknown op
+      kill(e);
+      break;
+  }
+  if (wants_rx(e)) {
+    enqueue(e);  // a control packet, or host data the guest's new credit lets through
+  }
+  update_watch(e);
+  finish_if_done(e);
+}
+
+void Muxer::connect_to_host(const VsockHeader& request) {
+  if (entries_.size() >= kMaxConnections) {
+    queue_reset_reply(request);
+    return;
+  }
+  auto fd = connect_unix(guest_connect_path(uds_path_, request.dst_port));
+  if (!fd) {
+    queue_reset_reply(request);  // nothing listens there: the guest's connect() fails
+    return;
+  }
+  Entry& e = add_entry(Connection(guest_cid_, request.dst_port, request.src_port,
+                                  ConnectionState::kEstablished),
+                       std::move(*fd));
+  e.conn.update_peer_credit(request);
+  e.conn.queue_control(kOpResponse);
+  enqueue(e);
+  update_watch(e);
+}
+
+void Muxer::queue_reset_reply(const VsockHeader& to) {
+  if (to.op == kOpRst || pending_resets_.size() >= kMaxPendingResets) {
+    return;  // never answer a reset with a reset
+  }
+  pending_resets_.push_back({.src_cid = kHostCid,
+                             .dst_cid = guest_cid_,
+                             .src_port = to.dst_port,
+                             .dst_port = to.src_port,
+                             .len = 0,
+                             .type = kTypeStream,
+                             .op = kOpRst,
+                             .flags = 0,
+                             .buf_alloc = 0,
+                             .fwd_cnt = 0});
+}
+
+void Muxer::forward_to_host(Entry& e, GuestMemory& memory, const TxPacket& packet) {
+  std::vector<std::span<const uint8_t>> spans;
+  for (const GuestRange& range : packet.payload) {
+    auto bytes = std::as_const(memory).span(range.base, range.size);
+    if (!bytes) {
+      kill(e);  // parse_tx_packet() checked the chain; cannot happen
+      return;
+    }
+    spans.push_back(*bytes);
+  }
+  size_t sent = 0;
+  if (e.tx_buf.empty() && e.fd) {
+    std::vector<iovec> iovecs;
+    for (const auto& s : spans) {
+      iovecs.push_back({const_cast<uint8_t*>(s.data()), s.size()});
+    }
+    msghdr message{};
+    message.msg_iov = iovecs.data();
+    message.msg_iovlen = iovecs.size();
+    const ssize_t n = ::sendmsg(e.fd.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      kill(e);  // the host closed its socket
+      return;
+    }
+    sent = n > 0 ? static_cast<size_t>(n) : 0;
+    e.conn.on_forwarded_to_host(static_cast<uint32_t>(sent));
+  }
+  // The rest waits in the stream's buffer: accept_guest_data() bounds it to kBufAlloc.
+  size_t skip = sent;
+  for (const auto& s : spans) {
+    if (skip >= s.size()) {
+      skip -= s.size();
+      continue;
+    }
+    e.tx_buf.insert(e.tx_buf.end(), s.begin() + static_cast<ptrdiff_t>(skip), s.end());
+    skip = 0;
+  }
+  if (e.conn.needs_credit_update()) {
+    e.conn.queue_control(kOpCreditUpdate);
+  }
+}
+
+void Muxer::flush_tx(Entry& e) {
+  if (!e.fd) {
+    return;
+  }
+  size_t sent = 0;
+  while (sent < e.tx_buf.size()) {
+    const ssize_t n = ::send(e.fd.get(), e.tx_buf.data() + sent, e.tx_buf.size() - sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        break;
+      }
+      kill(e);
+      return;
+    }
+    sent += static_cast<size_t>(n);
+  }
+  e.tx_buf.erase(e.tx_buf.begin(), e.tx_buf.begin() + static_cast<ptrdiff_t>(sent));
+  const size_t uncounted = std::min(sent, e.tx_uncounted);
+  e.tx_uncounted -= uncounted;
+  e.conn.on_forwarded_to_host(static_cast<uint32_t>(sent - uncounted));
+  if (e.conn.needs_credit_update()) {
+    e.conn.queue_control(kOpCreditUpdate);
+    enqueue(e);
+  }
+  if (e.tx_buf.empty() && e.shut_wr_pending) {
+    e.shut_wr_pending = false;
+    ::shutdown(e.fd.get(), SHUT_WR);
+  }
+}
+
+// --- Entries ---
+
+Muxer::Entry* Muxer::find(uint64_t id) {
+  const auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : it->second.get();
+}
+
+Muxer::Entry* Muxer::find(Ports ports) {
+  const auto it = by_ports_.find(ports);
+  return it == by_ports_.end() ? nullptr : find(it->second);
+}
+
+Muxer::Entry& Muxer::add_entry(Connection conn, UniqueFd fd) {
+  const uint64_t id = next_id_++;
+  const Ports ports{conn.local_port(), conn.peer_port()};
+  auto entry = std::make_unique<Entry>(id, conn, std::move(fd));
+  Entry& e = *entry;
+  entries_.emplace(id, std::move(entry));
+  by_ports_.emplace(ports, id);
+  return e;
+}
+
+uint32_t Muxer::allocate_local_port() {
+  for (;;) {
+    const uint32_t port = next_local_port_;
+    next_local_port_ = next_local_port_ == UINT32_MAX ? kFirstLocalPort : next_local_port_ + 1;
+    // Unused by any stream (the map is ordered by local port first).
+    const auto it = by_ports_.lower_bound(Ports{port, 0});
+    if (it == by_ports_.end() || it->first.first != port) {
+      return port;
+    }
+  }
+}
+
+void Muxer::kill(Entry& e) {
+  e.conn.reset();
+  drop_host(e);
+  enqueue(e);
+}
+
+void Muxer::drop_host(Entry& e) {
+  if (e.watch) {
+    static_cast<void>(loop_.remove_watch(*e.watch));
+    e.watch.reset();
+    e.watch_events = 0;
+  }
+  if (e.kill_timer) {
+    static_cast<void>(loop_.cancel_timer(*e.kill_timer));
+    e.kill_timer.reset();
+  }
+  e.fd.reset();
+  e.tx_buf.clear();
+  e.host_readable = false;
+}
+
+void Muxer::arm_kill_timer(Entry& e) {
+  if (e.kill_timer) {
+    return;
+  }
+  auto timer = loop_.add_timer(kKillTimeout, [this, id = e.id] {
+    locked([this, id] { on_kill_timer(id); });
+  });
+  if (timer) {
+    e.kill_timer = *timer;
+  }
+}
+
+void Muxer::update_watch(Entry& e) {
+  uint32_t wanted = 0;
+  if (e.fd) {
+    if (!e.host_readable && e.conn.can_send_to_guest() && e.conn.peer_credit() > 0) {
+      wanted |= POLLIN;
+    }
+    if (!e.tx_buf.empty()) {
+      wanted |= POLLOUT;
+    }
+  }
+  if (wanted == e.watch_events && (wanted == 0) == !e.watch) {
+    return;
+  }
+  if (e.watch) {
+    static_cast<void>(loop_.remove_watch(*e.watch));
+    e.watch.reset();
+  }
+  e.watch_events = wanted;
+  if (wanted != 0) {
+    auto watch = loop_.add_fd_watch(
+        e.fd.get(), [this, id = e.id] { locked([this, id] { on_socket_ready(id); }); }, wanted);
+    if (!watch) {
+      e.watch_events = 0;
+      kill(e);
+      return;
+    }
+    e.watch = *watch;
+  }
+}
+
+bool Muxer::wants_rx(const Entry& e) {
+  return e.conn.has_control() || (e.fd && e.host_readable && e.conn.can_send_to_guest() &&
+                                  e.conn.peer_credit() > 0);
+}
+
+void Muxer::enqueue(Entry& e) {
+  if (!e.in_rx_fifo) {
+    e.in_rx_fifo = true;
+    rx_fifo_.push_back(e.id);
+  }
+}
+
+void Muxer::finish_if_done(Entry& e) {
+  if (e.conn.state() != ConnectionState::kClosed || e.conn.has_control() || e.in_rx_fifo) {
+    return;
+  }
+  drop_host(e);
+  by_ports_.erase(Ports{e.conn.local_port(), e.conn.peer_port()});
+  entries_.erase(e.id);  // e is gone
+}
+
+// --- Packets for the guest ---
+
+Result<uint32_t> Muxer::fill_rx(GuestMemory& memory, const DescriptorChain& chain) {
+  const uint32_t capacity = DSEC_TRY(rx_payload_capacity(chain));
+  if (!pending_resets_.empty()) {
+    const VsockHeader reset = pending_resets_.front();
+    pending_resets_.pop_front();
+    return write_rx_packet(memory, chain, reset, {});
+  }
+  while (!rx_fifo_.empty()) {
+    const uint64_t id = rx_fifo_.front();
+    rx_fifo_.pop_front();
+    Entry* e = find(id);
+    if (e == nullptr) {
+      continue;
+    }
+    e->in_rx_fifo = false;
+    auto written = serve(*e, memory, chain, capacity);
+    if (wants_rx(*e)) {
+      enqueue(*e);
+    } else {
+      update_watch(*e);
+      finish_if_done(*e);
+    }
+    if (!written || *written != 0) {
+      return written;
+    }
+  }
+  return 0;
+}
+
+Result<uint32_t> Muxer::serve(Entry& e, GuestMemory& memory, const DescriptorChain& chain,
+                              uint32_t capacity) {
+  for (;;) {
+    if (auto control = e.conn.take_control()) {
+      return write_rx_header(memory, chain, *control);
+    }
+    if (!e.host_readable || !e.conn.can_send_to_guest() || !e.fd) {
+      return 0;
+    }
+    const uint32_t want = std::min(capacity, e.conn.peer_credit());
+    if (want == 0) {
+      return 0;  // update_watch() stops polling until the guest's credit returns
+    }
+    const std::vector<iovec> iovecs = DSEC_TRY(rx_payload_iovecs(memory, chain, want));
+    const ssize_t n = ::readv(e.fd.get(), iovecs.data(), static_cast<int>(iovecs.size()));
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        e.host_readable = false;
+        return 0;
+      }
+      kill(e);  // then send the RST
+      continue;
+    }
+    if (n == 0) {
+      // The host closed its end: SHUTDOWN, and the guest answers RST (or the timer does).
+      e.host_readable = false;
+      e.conn.start_closing();
+      drop_host(e);
+      arm_kill_timer(e);
+      continue;
+    }
+    const auto len = static_cast<uint32_t>(n);
+    // A short read drained the socket; a full one may have left more.
+    e.host_readable = len == want;
+    e.conn.on_sent_to_guest(len);
+    return write_rx_header(memory, chain, e.conn.make_header(kOpRw, len));
+  }
+}
+
+}  // namespace dsec::virtio::vsock

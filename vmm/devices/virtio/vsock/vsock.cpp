@@ -1,0 +1,235 @@
+#include "vmm/devices/virtio/vsock/vsock.h"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <cstring>
+
+#include "vmm/devices/virtio/vsock/packet.h"
+
+namespace dsec::virtio {
+
+VirtioVsock::VirtioVsock(uint64_t guest_cid, GuestMemory& memory, io::EventLoop& loop,
+                         io::EventFd kick)
+    : guest_cid_(guest_cid), memory_(memory), loop_(loop), kick_(std::move(kick)) {}
+
+Result<std::unique_ptr<VirtioVsock>> VirtioVsock::create(uint64_t guest_cid,
+                                                         const std::string& uds_path,
+                                                         GuestMemory& memory,
+                                                         io::EventLoop& loop) {
+  if (guest_cid <= vsock::kHostCid || guest_cid >= UINT32_MAX) {
+    return fail("vsock: guest CID " + std::to_string(guest_cid) + " is reserved or too large",
+                "choose a CID from 3 to 4294967294");
+  }
+  auto kick = DSEC_TRY(io::EventFd::create());
+  std::unique_ptr<VirtioVsock> device(new VirtioVsock(guest_cid, memory, loop, std::move(kick)));
+  VirtioVsock* self = device.get();
+  device->muxer_ = DSEC_TRY(vsock::Muxer::create(loop, uds_path, guest_cid, device->mutex_, [self] {
+    self->loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    self->process_rx();
+  }));
+  device->kick_watch_ = DSEC_TRY(loop.add_fd_watch(device->kick_.fd(), [self] { self->on_kick(); }));
+  return device;
+}
+
+VirtioVsock::~VirtioVsock() {
+  if (kick_watch_) {
+    static_cast<void>(loop_.remove_watch(*kick_watch_));
+  }
+  const std::lock_guard lock(mutex_);
+  muxer_.reset();
+}
+
+uint64_t VirtioVsock::features() const {
+  // VirtQueue::pop() handles indirect descriptors and event idx.
+  return feature_bit(kVsockFeatureStream) | feature_bit(kFeatureIndirectDesc) |
+         feature_bit(kFeatureEventIdx);
+}
+
+void VirtioVsock::read_config(uint64_t offset, std::span<uint8_t> data) const {
+  std::array<uint8_t, kConfigSize> config{};
+  std::memcpy(config.data(), &guest_cid_, sizeof(guest_cid_));  // le64 on a little-endian host
+  copy_config(config, offset, data);
+}
+
+Status VirtioVsock::activate(std::span<VirtQueue> queues, uint64_t /*features*/,
+                             std::shared_ptr<VirtioInterrupt> interrupt) {
+  if (queues.size() != 3) {
+    return fail("virtio-vsock: activated with " + std::to_string(queues.size()) +
+                " queues instead of 3");
+  }
+  const std::lock_guard lock(mutex_);
+  queues_ = queues;
+  interrupt_ = std::move(interrupt);
+  held_rx_.reset();
+  muxer_->activate();
+  return ok();
+}
+
+void VirtioVsock::reset() {
+  {
+    const std::lock_guard lock(mutex_);
+    queues_ = {};
+    interrupt_.reset();
+    held_rx_.reset();
+    pending_queues_ = 0;
+    muxer_->deactivate();
+    purge_pending_ = true;
+  }
+  // Fails only if the counter would overflow, in which case a kick is pending anyway.
+  static_cast<void>(kick_.signal());
+}
+
+void VirtioVsock::notify(uint16_t queue) {
+  if (queue >= 3) {
+    return;
+  }
+  if (std::this_thread::get_id() == loop_thread_.load(std::memory_order_relaxed)) {
+    const std::lock_guard lock(mutex_);
+    serve(queue);
+    return;
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    pending_queues_ |= 1U << queue;
+  }
+  static_cast<void>(kick_.signal());
+}
+
+const std::string& VirtioVsock::uds_path() const {
+  return muxer_->uds_path();
+}
+
+size_t VirtioVsock::connection_count() const {
+  const std::lock_guard lock(mutex_);
+  return muxer_->connection_count();
+}
+
+void VirtioVsock::on_kick() {
+  loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  static_cast<void>(kick_.consume());
+  const std::lock_guard lock(mutex_);
+  if (purge_pending_) {
+    purge_pending_ = false;
+    muxer_->purge();
+  }
+  const uint32_t pending = std::exchange(pending_queues_, 0);
+  for (uint16_t q = 0; q < 3; ++q) {
+    if ((pending & (1U << q)) != 0) {
+      serve(q);
+    }
+  }
+}
+
+void VirtioVsock::serve(uint16_t queue) {
+  if (!interrupt_) {
+    return;  // not active
+  }
+  switch (queue) {
+    case kTxQueue:
+      process_tx();
+      [[fallthrough]];
+    case kRxQueue:
+      process_rx();
+      break;
+    default:
+      // The event queue holds the driver's buffers for transport events, which this
+      // device sends none of yet.
+      break;
+  }
+}
+
+void VirtioVsock::process_tx() {
+  VirtQueue& q = queues_[kTxQueue];
+  bool returned = false;
+  for (;;) {
+    auto chain = q.pop(memory_);
+    if (!chain) {
+      report_broken(chain.error());
+      break;
+    }
+    if (!chain->has_value()) {
+      break;
+    }
+    if (auto packet = vsock::parse_tx_packet(memory_, **chain, guest_cid_); packet) {
+      muxer_->on_guest_packet(memory_, *packet);
+    } else if (auto held_back = log_limiter_.allow()) {
+      spdlog::warn("virtio-vsock: dropped a packet: {}{}", packet.error().message(),
+                   *held_back != 0 ? fmt::format(" ({} similar messages suppressed)", *held_back)
+                                   : std::string());
+    }
+    if (auto added = q.add_used(memory_, (*chain)->head, 0); !added) {
+      report_broken(added.error());
+      break;
+    }
+    returned = true;
+  }
+  if (returned) {
+    signal_used(q);
+  }
+}
+
+void VirtioVsock::process_rx() {
+  if (!interrupt_) {
+    return;
+  }
+  VirtQueue& q = queues_[kRxQueue];
+  bool returned = false;
+  while (muxer_->has_rx()) {
+    DescriptorChain chain;
+    if (held_rx_) {
+      chain = std::move(*held_rx_);
+      held_rx_.reset();
+    } else {
+      auto popped = q.pop(memory_);
+      if (!popped) {
+        report_broken(popped.error());
+        break;
+      }
+      if (!popped->has_value()) {
+        break;  // no buffer: the driver's next rx notification brings us back
+      }
+      chain = std::move(**popped);
+    }
+    auto written = muxer_->fill_rx(memory_, chain);
+    if (written && *written == 0) {
+      held_rx_ = std::move(chain);
+      break;
+    }
+    if (!written) {
+      if (auto held_back = log_limiter_.allow()) {
+        spdlog::warn("virtio-vsock: returned an unusable rx buffer: {}", written.error().message());
+      }
+    }
+    if (auto added = q.add_used(memory_, chain.head, written.value_or(0)); !added) {
+      report_broken(added.error());
+      break;
+    }
+    returned = true;
+  }
+  if (returned) {
+    signal_used(q);
+  }
+}
+
+void VirtioVsock::signal_used(VirtQueue& queue) {
+  // If the rings cannot be read, notifying anyway is the safe side.
+  const auto wanted = queue.needs_notification(memory_);
+  if (!wanted || *wanted) {
+    interrupt_->signal_used_buffer();
+  }
+}
+
+void VirtioVsock::report_broken(const Error& error) {
+  if (!interrupt_->needs_reset()) {
+    interrupt_->signal_needs_reset();
+  }
+  if (auto held_back = log_limiter_.allow()) {
+    spdlog::warn("virtio-vsock: the driver broke a queue, the device needs a reset: {}{}",
+                 error.message(),
+                 *held_back != 0 ? fmt::format(" ({} similar messages suppressed)", *held_back)
+                                 : std::string());
+  }
+}
+
+}  // namespace dsec::virtio

@@ -1,0 +1,112 @@
+// virtio-vsock (virtio 1.2, 5.10) with Firecracker's host side: streams between the guest
+// and Unix sockets (muxer.h). Three queues: rx (0) for packets to the guest, tx (1) for
+// the guest's packets, event (2) for transport events; the configuration space is the
+// guest's CID (le64).
+//
+// Threading: all the device's work runs on the VM's event loop, under the device's lock:
+// the host sockets and timers are watched there, and notify() from the loop thread (the
+// machine's ioeventfd handlers) serves the queue at once. A notify() from any other thread
+// (a vCPU's QueueNotify write that bypassed the ioeventfd) is passed to the loop through
+// the device's own eventfd, so that a vCPU thread never does socket I/O. activate() and
+// reset() may come from a vCPU thread; reset() leaves the closing of the host sockets to
+// the loop. The loop and the guest memory must outlive the device, and the device must be
+// destroyed on the loop thread or while the loop is not running.
+//
+// Snapshots: what the guest can see of the device is the CID (config space) and the
+// queues (the transport's QueueState); both are plain values. Streams are not saved: as
+// in Firecracker, a restored device starts with none, and the host's connections to the
+// old VM end.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vmm/common/error.h"
+#include "vmm/common/log_rate_limiter.h"
+#include "vmm/devices/virtio/virtio_device.h"
+#include "vmm/devices/virtio/vsock/muxer.h"
+#include "vmm/io/event_fd.h"
+#include "vmm/io/event_loop.h"
+#include "vmm/memory/guest_memory.h"
+
+namespace dsec::virtio {
+
+// Feature bit (5.10.3): stream sockets. A driver that negotiates no type bit gets streams
+// anyway, as before virtio 1.2.
+inline constexpr unsigned kVsockFeatureStream = 0;
+
+class VirtioVsock final : public VirtioDevice {
+ public:
+  static constexpr uint16_t kRxQueue = 0;
+  static constexpr uint16_t kTxQueue = 1;
+  static constexpr uint16_t kEventQueue = 2;
+  static constexpr uint16_t kQueueSize = 256;
+  static constexpr uint16_t kEventQueueSize = 64;
+  static constexpr uint64_t kConfigSize = 8;  // le64 guest_cid
+
+  // Listens on `uds_path` (which must not exist yet) and registers the device's watches on
+  // `loop`: call it on the loop's thread, or before the loop runs. `guest_cid` must be in
+  // [3, 2^32 - 2]: 0-2 are reserved and -1 is VMADDR_CID_ANY.
+  static Result<std::unique_ptr<VirtioVsock>> create(uint64_t guest_cid,
+                                                     const std::string& uds_path,
+                                                     GuestMemory& memory, io::EventLoop& loop);
+  ~VirtioVsock() override;
+  VirtioVsock(const VirtioVsock&) = delete;
+  VirtioVsock& operator=(const VirtioVsock&) = delete;
+
+  uint32_t device_type() const override { return kDeviceIdVsock; }
+  uint64_t features() const override;
+  std::vector<uint16_t> queue_max_sizes() const override {
+    return {kQueueSize, kQueueSize, kEventQueueSize};
+  }
+  void read_config(uint64_t offset, std::span<uint8_t> data) const override;
+  void write_config(uint64_t, std::span<const uint8_t>) override {}  // guest_cid is read-only
+  Status activate(std::span<VirtQueue> queues, uint64_t features,
+                  std::shared_ptr<VirtioInterrupt> interrupt) override;
+  void reset() override;
+  void notify(uint16_t queue) override;
+
+  uint64_t guest_cid() const { return guest_cid_; }
+  const std::string& uds_path() const;
+  // Streams open now (host- and guest-initiated).
+  size_t connection_count() const;
+
+ private:
+  VirtioVsock(uint64_t guest_cid, GuestMemory& memory, io::EventLoop& loop, io::EventFd kick);
+
+  // With mutex_ held, on the loop thread.
+  void on_kick();
+  void serve(uint16_t queue);
+  void process_tx();
+  void process_rx();
+  void signal_used(VirtQueue& queue);
+  void report_broken(const Error& error);
+
+  const uint64_t guest_cid_;
+  GuestMemory& memory_;
+  io::EventLoop& loop_;
+  io::EventFd kick_;
+  std::optional<io::WatchId> kick_watch_;
+  // The loop's thread, once one of the device's handlers ran there.
+  std::atomic<std::thread::id> loop_thread_{};
+
+  mutable std::mutex mutex_;
+  std::unique_ptr<vsock::Muxer> muxer_;
+  std::span<VirtQueue> queues_;
+  std::shared_ptr<VirtioInterrupt> interrupt_;
+  uint32_t pending_queues_ = 0;  // notify() bits the loop has yet to serve
+  bool purge_pending_ = false;   // reset() ended streams whose sockets the loop must close
+  // An rx chain popped for a packet that turned out not to be owed (the host socket had
+  // nothing after all): the next packet goes there.
+  std::optional<DescriptorChain> held_rx_;
+  LogRateLimiter log_limiter_;
+};
+
+}  // namespace dsec::virtio
