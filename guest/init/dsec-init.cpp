@@ -8,6 +8,8 @@
 //      dsec.run=<command>  `/bin/sh -c <command>`; quote a command with spaces:
 //                          dsec.run="ls -l /" (no double quotes inside it)
 //      dsec.shell          an interactive /bin/sh on the console
+//      dsec.agent          serve the agent protocol on vsock port 1024
+//                          (docs/agent-protocol.md) until the VM is stopped
 //    and prints `dsec-init: exit status=<n>` when it ends (128+signal if killed).
 // 5. Kills what is left, syncs and reboots. Without ACPI a reboot is the only way out
 //    of the guest (reboot=k: through the i8042); the VMM treats it as the VM's exit.
@@ -36,6 +38,8 @@
 #include <vector>
 
 #include "boot_timer.h"
+#include "guest/agent/server.h"
+#include "vmm/agent/protocol.h"
 
 namespace {
 
@@ -164,6 +168,7 @@ std::vector<std::string> split_cmdline(std::string_view cmdline) {
 struct Request {
   std::optional<std::string> run;  // dsec.run=<command>
   bool shell = false;              // dsec.shell
+  bool agent = false;              // dsec.agent
 };
 
 Request parse_request(std::string_view cmdline) {
@@ -174,6 +179,8 @@ Request parse_request(std::string_view cmdline) {
       request.run = arg.substr(kRun.size());
     } else if (arg == "dsec.shell") {
       request.shell = true;
+    } else if (arg == "dsec.agent") {
+      request.agent = true;
     }
   }
   return request;
@@ -264,6 +271,10 @@ int main() {
     say("exit status=%d", run_shell({"-c", request.run->c_str()}, false));
   } else if (request.shell) {
     say("exit status=%d", run_shell({}, true));
+  } else if (request.agent) {
+    say("agent listening on vsock port %u", dsec::agent::kAgentPort);
+    const std::string why = dsec::agent::serve_vsock(dsec::agent::kAgentPort);
+    say("error: the agent stopped: %s", why.c_str());
   }
   shut_down();
 }

@@ -20,4 +20,7 @@ void add_smoke_command(CLI::App& app, CommandAction& action);
 void add_run_command(CLI::App& app, CommandAction& action,
                      std::chrono::steady_clock::time_point process_start);
 
+// `dsec-vmm exec` and `dsec-vmm cp`: through a running guest's agent (exec.cpp).
+void add_exec_command(CLI::App& app, CommandAction& action);
+
 }  // namespace dsec::cli

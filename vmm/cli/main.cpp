@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   dsec::cli::CommandAction action;
   dsec::cli::add_run_command(app, action, process_start);
   dsec::cli::add_smoke_command(app, action);
+  dsec::cli::add_exec_command(app, action);
 
   CLI11_PARSE(app, argc, argv);
   return action();
