@@ -13,9 +13,16 @@ namespace {
 constexpr uint64_t kGuestCid = 3;
 
 VsockHeader guest_credit(uint32_t buf_alloc, uint32_t fwd_cnt) {
-  return {.src_cid = kGuestCid, .dst_cid = kHostCid, .src_port = 52, .dst_port = 1 << 30,
-          .len = 0, .type = kTypeStream, .op = kOpCreditUpdate, .flags = 0,
-          .buf_alloc = buf_alloc, .fwd_cnt = fwd_cnt};
+  return {.src_cid = kGuestCid,
+          .dst_cid = kHostCid,
+          .src_port = 52,
+          .dst_port = 1 << 30,
+          .len = 0,
+          .type = kTypeStream,
+          .op = kOpCreditUpdate,
+          .flags = 0,
+          .buf_alloc = buf_alloc,
+          .fwd_cnt = fwd_cnt};
 }
 
 Connection established() {

@@ -91,7 +91,8 @@ class HostSocket {
   }
 
   void write(const std::string& data) {
-    ASSERT_EQ(::send(fd_, data.data(), data.size(), MSG_NOSIGNAL), static_cast<ssize_t>(data.size()));
+    ASSERT_EQ(::send(fd_, data.data(), data.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(data.size()));
   }
   std::string read_line() {
     std::string line;
@@ -146,7 +147,8 @@ class VirtioVsockTest : public ::testing::Test {
 
     ASSERT_OK_AND_ASSIGN(auto loop, io::EventLoop::create());
     loop_thread_.emplace(std::move(loop));
-    ASSERT_OK_AND_ASSIGN(device_, VirtioVsock::create(kGuestCid, uds_, memory_, loop_thread_->loop()));
+    ASSERT_OK_AND_ASSIGN(device_,
+                         VirtioVsock::create(kGuestCid, uds_, memory_, loop_thread_->loop()));
 
     for (size_t i = 0; i < 3; ++i) {
       queues_.push_back(VirtQueue::create(device_->queue_max_sizes()[i]).value());
@@ -180,7 +182,8 @@ class VirtioVsockTest : public ::testing::Test {
 
   static size_t open_fds() {
     size_t n = 0;
-    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    for ([[maybe_unused]] const auto& entry :
+         std::filesystem::directory_iterator("/proc/self/fd")) {
       ++n;
     }
     return n;
@@ -198,7 +201,8 @@ class VirtioVsockTest : public ::testing::Test {
     if (data.empty()) {
       tx_.set_desc(0, kTxHeader, vsock::kHeaderSize, 0);
     } else {
-      ASSERT_OK(memory_.write(kTxPayload, std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size())));
+      ASSERT_OK(memory_.write(
+          kTxPayload, std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size())));
       tx_.set_desc(0, kTxHeader, vsock::kHeaderSize, kNext, 1);
       tx_.set_desc(1, kTxPayload, static_cast<uint32_t>(data.size()), 0);
     }
@@ -209,8 +213,15 @@ class VirtioVsockTest : public ::testing::Test {
   }
 
   VsockHeader to_host(uint16_t op, uint32_t guest_port, uint32_t host_port) {
-    return {.src_cid = kGuestCid, .dst_cid = 2, .src_port = guest_port, .dst_port = host_port,
-            .len = 0, .type = vsock::kTypeStream, .op = op, .flags = 0, .buf_alloc = 0,
+    return {.src_cid = kGuestCid,
+            .dst_cid = 2,
+            .src_port = guest_port,
+            .dst_port = host_port,
+            .len = 0,
+            .type = vsock::kTypeStream,
+            .op = op,
+            .flags = 0,
+            .buf_alloc = 0,
             .fwd_cnt = guest_fwd_cnt_[{guest_port, host_port}]};
   }
 
@@ -229,8 +240,9 @@ class VirtioVsockTest : public ::testing::Test {
     EXPECT_EQ(used.len, vsock::kHeaderSize + packet.header.len);
     EXPECT_LE(packet.header.len, kRxBufferSize - vsock::kHeaderSize);
     packet.data.resize(packet.header.len);
-    EXPECT_OK(memory_.read(at + vsock::kHeaderSize,
-                           std::span(reinterpret_cast<uint8_t*>(packet.data.data()), packet.data.size())));
+    EXPECT_OK(memory_.read(
+        at + vsock::kHeaderSize,
+        std::span(reinterpret_cast<uint8_t*>(packet.data.data()), packet.data.size())));
     EXPECT_EQ(packet.header.src_cid, vsock::kHostCid);
     EXPECT_EQ(packet.header.dst_cid, kGuestCid);
     rx_.publish(static_cast<uint16_t>(used.id));
@@ -274,10 +286,14 @@ class VirtioVsockTest : public ::testing::Test {
     return {std::move(host), request->header.src_port};
   }
 
-  GuestMemory memory_ = std::move(GuestMemory::anonymous(std::array<GuestRange, 1>{{{0, 4 * kMiB}}}).value());
-  DriverQueue rx_{memory_, QueueLayout{.size = 256, .desc = 0x1000, .avail = 0x2000, .used = 0x3000}};
-  DriverQueue tx_{memory_, QueueLayout{.size = 256, .desc = 0x4000, .avail = 0x5000, .used = 0x6000}};
-  DriverQueue event_{memory_, QueueLayout{.size = 64, .desc = 0x7000, .avail = 0x7800, .used = 0x7c00}};
+  GuestMemory memory_ =
+      std::move(GuestMemory::anonymous(std::array<GuestRange, 1>{{{0, 4 * kMiB}}}).value());
+  DriverQueue rx_{memory_,
+                  QueueLayout{.size = 256, .desc = 0x1000, .avail = 0x2000, .used = 0x3000}};
+  DriverQueue tx_{memory_,
+                  QueueLayout{.size = 256, .desc = 0x4000, .avail = 0x5000, .used = 0x6000}};
+  DriverQueue event_{memory_,
+                     QueueLayout{.size = 64, .desc = 0x7000, .avail = 0x7800, .used = 0x7c00}};
   std::vector<VirtQueue> queues_;
   std::shared_ptr<VirtioInterrupt> interrupt_;
   std::optional<io::EventLoopThread> loop_thread_;

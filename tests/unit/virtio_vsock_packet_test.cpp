@@ -38,7 +38,9 @@ GuestMemory make_memory() {
 std::array<uint8_t, 44> raw_header(uint64_t src_cid, uint64_t dst_cid, uint32_t len,
                                    uint16_t type = 1, uint16_t op = 5) {
   std::array<uint8_t, 44> b{};
-  const auto put = [&b](size_t at, auto value) { std::memcpy(b.data() + at, &value, sizeof(value)); };
+  const auto put = [&b](size_t at, auto value) {
+    std::memcpy(b.data() + at, &value, sizeof(value));
+  };
   put(0, src_cid);
   put(8, dst_cid);
   put(16, uint32_t{1234});  // src_port
@@ -46,9 +48,9 @@ std::array<uint8_t, 44> raw_header(uint64_t src_cid, uint64_t dst_cid, uint32_t 
   put(24, len);
   put(28, type);
   put(30, op);
-  put(32, uint32_t{0});       // flags
-  put(36, uint32_t{65536});   // buf_alloc
-  put(40, uint32_t{100});     // fwd_cnt
+  put(32, uint32_t{0});      // flags
+  put(36, uint32_t{65536});  // buf_alloc
+  put(40, uint32_t{100});    // fwd_cnt
   return b;
 }
 
@@ -94,7 +96,8 @@ TEST_F(VsockPacketTest, AHeaderSplitAcrossDescriptorsAndSharingOneWithThePayload
   // 10 header bytes in one buffer; 34 header bytes and 6 payload bytes in the next.
   ASSERT_OK(memory_.write(kHeaderAt, std::span(header).first(10)));
   ASSERT_OK(memory_.write(kPayloadAt, std::span(header).subspan(10)));
-  const DescriptorChain chain{.head = 1, .readable = {{kHeaderAt, 10}, {kPayloadAt, 40}}, .writable = {}};
+  const DescriptorChain chain{
+      .head = 1, .readable = {{kHeaderAt, 10}, {kPayloadAt, 40}}, .writable = {}};
   auto packet = parse_tx_packet(memory_, chain, kGuestCid);
   ASSERT_OK(packet);
   EXPECT_EQ(packet->header, decode_header(header));
@@ -111,8 +114,10 @@ TEST_F(VsockPacketTest, AShortHeaderIsRefused) {
 }
 
 TEST_F(VsockPacketTest, ALengthThatDiffersFromThePayloadIsRefused) {
-  expect_refused(tx_chain(raw_header(kGuestCid, 2, 10), 5), "header says 10 payload bytes, the chain holds 5");
-  expect_refused(tx_chain(raw_header(kGuestCid, 2, 5), 10), "header says 5 payload bytes, the chain holds 10");
+  expect_refused(tx_chain(raw_header(kGuestCid, 2, 10), 5),
+                 "header says 10 payload bytes, the chain holds 5");
+  expect_refused(tx_chain(raw_header(kGuestCid, 2, 5), 10),
+                 "header says 5 payload bytes, the chain holds 10");
   expect_refused(tx_chain(raw_header(kGuestCid, 2, 0), 1), "header says 0 payload bytes");
 }
 
@@ -130,13 +135,14 @@ TEST_F(VsockPacketTest, AForgedSourceCidIsRefused) {
 }
 
 TEST_F(VsockPacketTest, ADestinationOtherThanTheHostIsRefused) {
-  expect_refused(tx_chain(raw_header(kGuestCid, 3, 0), 0), "destination CID 3 is not the host's (2)");
+  expect_refused(tx_chain(raw_header(kGuestCid, 3, 0), 0),
+                 "destination CID 3 is not the host's (2)");
   expect_refused(tx_chain(raw_header(kGuestCid, 0xffffffff, 0), 0), "destination CID 4294967295");
 }
 
 TEST_F(VsockPacketTest, ANonStreamTypeParsesForTheMuxerToReset) {
-  auto packet = parse_tx_packet(memory_, tx_chain(raw_header(kGuestCid, 2, 0, /*type=*/2), 0),
-                                kGuestCid);
+  auto packet =
+      parse_tx_packet(memory_, tx_chain(raw_header(kGuestCid, 2, 0, /*type=*/2), 0), kGuestCid);
   ASSERT_OK(packet);
   EXPECT_EQ(packet->header.type, 2);
 }
@@ -148,14 +154,23 @@ TEST_F(VsockPacketTest, AChainOutsideGuestMemoryIsRefusedNotRead) {
 
 TEST_F(VsockPacketTest, RxPacketsLandAtTheSpecsOffsetsAcrossBuffers) {
   // 20 header bytes in the first buffer, the rest and the payload in the second.
-  const DescriptorChain chain{.head = 3, .readable = {}, .writable = {{kHeaderAt, 20}, {kPayloadAt, 100}}};
+  const DescriptorChain chain{
+      .head = 3, .readable = {}, .writable = {{kHeaderAt, 20}, {kPayloadAt, 100}}};
   EXPECT_EQ(rx_payload_capacity(chain).value(), 120U - 44U);
-  const VsockHeader header{.src_cid = 2, .dst_cid = 3, .src_port = 1 << 30, .dst_port = 52,
-                           .len = 999 /* replaced */, .type = 1, .op = kOpRw, .flags = 0,
-                           .buf_alloc = 4096, .fwd_cnt = 17};
+  const VsockHeader header{.src_cid = 2,
+                           .dst_cid = 3,
+                           .src_port = 1 << 30,
+                           .dst_port = 52,
+                           .len = 999 /* replaced */,
+                           .type = 1,
+                           .op = kOpRw,
+                           .flags = 0,
+                           .buf_alloc = 4096,
+                           .fwd_cnt = 17};
   const std::string data = "hello, guest";
-  auto used = write_rx_packet(memory_, chain,
-                              header, std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+  auto used =
+      write_rx_packet(memory_, chain, header,
+                      std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
   ASSERT_OK(used);
   EXPECT_EQ(*used, 44U + data.size());
   std::array<uint8_t, 44> bytes{};
@@ -168,12 +183,14 @@ TEST_F(VsockPacketTest, RxPacketsLandAtTheSpecsOffsetsAcrossBuffers) {
   std::memcpy(&len_field, bytes.data() + 24, 4);
   EXPECT_EQ(len_field, data.size());
   std::string got(data.size(), '\0');
-  ASSERT_OK(memory_.read(kPayloadAt + 24, std::span(reinterpret_cast<uint8_t*>(got.data()), got.size())));
+  ASSERT_OK(
+      memory_.read(kPayloadAt + 24, std::span(reinterpret_cast<uint8_t*>(got.data()), got.size())));
   EXPECT_EQ(got, data);
 }
 
 TEST_F(VsockPacketTest, RxChainsWithReadOnlyBuffersOrNoRoomAreRefused) {
-  const DescriptorChain readonly{.head = 1, .readable = {{kHeaderAt, 64}}, .writable = {{kPayloadAt, 4096}}};
+  const DescriptorChain readonly{
+      .head = 1, .readable = {{kHeaderAt, 64}}, .writable = {{kPayloadAt, 4096}}};
   auto capacity = rx_payload_capacity(readonly);
   ASSERT_FALSE(capacity.has_value());
   EXPECT_THAT(capacity.error().message(), HasSubstr("device-readable"));

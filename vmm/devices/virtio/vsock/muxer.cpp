@@ -138,8 +138,8 @@ void Muxer::on_pending_host_ready(uint64_t id) {
     return;  // the rest of the line is yet to come
   }
   const std::optional<uint32_t> port = parse_connect_line(seen.substr(0, newline + 1));
-  if (!port || ::recv(pending.fd.get(), line.data(), newline + 1, 0) !=
-                   static_cast<ssize_t>(newline + 1)) {
+  if (!port ||
+      ::recv(pending.fd.get(), line.data(), newline + 1, 0) != static_cast<ssize_t>(newline + 1)) {
     drop();
     return;
   }
@@ -149,9 +149,9 @@ void Muxer::on_pending_host_ready(uint64_t id) {
   }
   UniqueFd fd = std::move(pending.fd);
   drop();
-  Entry& e = add_entry(Connection(guest_cid_, allocate_local_port(), *port,
-                                  ConnectionState::kLocalInit),
-                       std::move(fd));
+  Entry& e =
+      add_entry(Connection(guest_cid_, allocate_local_port(), *port, ConnectionState::kLocalInit),
+                std::move(fd));
   e.conn.queue_control(kOpRequest);
   arm_kill_timer(e);
   enqueue(e);
@@ -225,9 +225,10 @@ void Muxer::on_guest_packet(GuestMemory& memory, const TxPacket& packet) {
     case kOpRw:
       if (!e.conn.accept_guest_data(h.len)) {
         if (log_limiter_.allow()) {
-          spdlog::warn("vsock: guest port {} sent {} bytes beyond its credit or its shutdown; "
-                       "resetting the stream",
-                       h.src_port, h.len);
+          spdlog::warn(
+              "vsock: guest port {} sent {} bytes beyond its credit or its shutdown; "
+              "resetting the stream",
+              h.src_port, h.len);
         }
         kill(e);
         break;
@@ -274,9 +275,9 @@ void Muxer::connect_to_host(const VsockHeader& request) {
     queue_reset_reply(request);  // nothing listens there: the guest's connect() fails
     return;
   }
-  Entry& e = add_entry(Connection(guest_cid_, request.dst_port, request.src_port,
-                                  ConnectionState::kEstablished),
-                       std::move(*fd));
+  Entry& e = add_entry(
+      Connection(guest_cid_, request.dst_port, request.src_port, ConnectionState::kEstablished),
+      std::move(*fd));
   e.conn.update_peer_credit(request);
   e.conn.queue_control(kOpResponse);
   enqueue(e);
@@ -434,9 +435,8 @@ void Muxer::arm_kill_timer(Entry& e) {
   if (e.kill_timer) {
     return;
   }
-  auto timer = loop_.add_timer(kKillTimeout, [this, id = e.id] {
-    locked([this, id] { on_kill_timer(id); });
-  });
+  auto timer = loop_.add_timer(kKillTimeout,
+                               [this, id = e.id] { locked([this, id] { on_kill_timer(id); }); });
   if (timer) {
     e.kill_timer = *timer;
   }
@@ -473,8 +473,8 @@ void Muxer::update_watch(Entry& e) {
 }
 
 bool Muxer::wants_rx(const Entry& e) {
-  return e.conn.has_control() || (e.fd && e.host_readable && e.conn.can_send_to_guest() &&
-                                  e.conn.peer_credit() > 0);
+  return e.conn.has_control() ||
+         (e.fd && e.host_readable && e.conn.can_send_to_guest() && e.conn.peer_credit() > 0);
 }
 
 void Muxer::enqueue(Entry& e) {

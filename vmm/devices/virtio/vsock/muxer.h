@@ -51,8 +51,8 @@ class Muxer {
   // Listens on `uds_path`. `mutex` is the device's lock; `rx_ready` is called with it held,
   // on the loop thread, after a handler queued packets for the guest.
   static Result<std::unique_ptr<Muxer>> create(io::EventLoop& loop, std::string uds_path,
-                                                uint64_t guest_cid, std::mutex& mutex,
-                                                std::function<void()> rx_ready);
+                                               uint64_t guest_cid, std::mutex& mutex,
+                                               std::function<void()> rx_ready);
   ~Muxer();
   Muxer(const Muxer&) = delete;
   Muxer& operator=(const Muxer&) = delete;

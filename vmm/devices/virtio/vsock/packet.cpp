@@ -1,10 +1,10 @@
 #include "vmm/devices/virtio/vsock/packet.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace dsec::virtio::vsock {
 namespace {
@@ -87,8 +87,9 @@ Result<TxPacket> parse_tx_packet(const GuestMemory& memory, const DescriptorChai
                                  uint64_t guest_cid) {
   const uint64_t readable = chain.readable_bytes();
   if (readable < kHeaderSize) {
-    return fail(fmt::format("vsock: tx chain {} has {} readable bytes, less than the {}-byte header",
-                            chain.head, readable, kHeaderSize));
+    return fail(
+        fmt::format("vsock: tx chain {} has {} readable bytes, less than the {}-byte header",
+                    chain.head, readable, kHeaderSize));
   }
   std::array<uint8_t, kHeaderSize> bytes{};
   DSEC_TRY(gather(memory, chain.readable, bytes));
@@ -120,8 +121,9 @@ Result<uint32_t> rx_payload_capacity(const DescriptorChain& chain) {
   }
   const uint64_t writable = chain.writable_bytes();
   if (writable < kHeaderSize) {
-    return fail(fmt::format("vsock: rx chain {} has {} writable bytes, less than the {}-byte header",
-                            chain.head, writable, kHeaderSize));
+    return fail(
+        fmt::format("vsock: rx chain {} has {} writable bytes, less than the {}-byte header",
+                    chain.head, writable, kHeaderSize));
   }
   return static_cast<uint32_t>(std::min<uint64_t>(writable - kHeaderSize, kMaxPayload));
 }

@@ -37,9 +37,9 @@ Result<UniqueFd> listen_unix(const std::string& path) {
   UniqueFd fd = DSEC_TRY(stream_socket());
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     const int err = errno;
-    return fail_errno("vsock: bind " + path, err,
-                      err == EADDRINUSE ? "remove the stale socket or choose another uds_path"
-                                        : "");
+    return fail_errno(
+        "vsock: bind " + path, err,
+        err == EADDRINUSE ? "remove the stale socket or choose another uds_path" : "");
   }
   if (::listen(fd.get(), SOMAXCONN) != 0) {
     return fail_errno("vsock: listen " + path, errno);

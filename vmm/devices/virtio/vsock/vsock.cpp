@@ -15,8 +15,7 @@ VirtioVsock::VirtioVsock(uint64_t guest_cid, GuestMemory& memory, io::EventLoop&
 
 Result<std::unique_ptr<VirtioVsock>> VirtioVsock::create(uint64_t guest_cid,
                                                          const std::string& uds_path,
-                                                         GuestMemory& memory,
-                                                         io::EventLoop& loop) {
+                                                         GuestMemory& memory, io::EventLoop& loop) {
   if (guest_cid <= vsock::kHostCid || guest_cid >= UINT32_MAX) {
     return fail("vsock: guest CID " + std::to_string(guest_cid) + " is reserved or too large",
                 "choose a CID from 3 to 4294967294");
@@ -28,7 +27,8 @@ Result<std::unique_ptr<VirtioVsock>> VirtioVsock::create(uint64_t guest_cid,
     self->loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
     self->process_rx();
   }));
-  device->kick_watch_ = DSEC_TRY(loop.add_fd_watch(device->kick_.fd(), [self] { self->on_kick(); }));
+  device->kick_watch_ =
+      DSEC_TRY(loop.add_fd_watch(device->kick_.fd(), [self] { self->on_kick(); }));
   return device;
 }
 
