@@ -1,0 +1,431 @@
+#include "vmm/devices/virtio/block.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/fs.h>
+#include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "vmm/common/log_rate_limiter.h"
+#include "vmm/common/unique_fd.h"
+#include "vmm/devices/virtio/virtio_spec.h"
+
+namespace dsec::virtio {
+namespace {
+
+// Requests submitted and not completed, at most. The queue's size does not bound them: a
+// hostile driver can publish the same head again and again. Past this the device stops
+// taking chains until a completion makes room.
+constexpr std::size_t kMaxInFlight = kBlockQueueSize;
+
+std::string suppressed_note(uint64_t suppressed) {
+  return suppressed == 0 ? std::string()
+                         : fmt::format(" ({} similar lines suppressed)", suppressed);
+}
+
+template <typename T>
+void put_le(std::vector<uint8_t>& bytes, uint64_t offset, T value) {
+  std::memcpy(bytes.data() + offset, &value, sizeof(value));  // little-endian host
+}
+
+// A request handed to the loop: what is left of it and how to answer it.
+struct InFlight {
+  uint64_t generation = 0;  // the activation it belongs to
+  uint16_t head = 0;
+  uint64_t status_gpa = 0;
+  uint32_t type = kBlkTypeIn;
+  uint32_t used_len = 0;      // bytes written to the guest once it succeeds, status included
+  uint64_t offset = 0;        // file offset of the next byte to move
+  uint64_t remaining = 0;     // bytes still to move
+  std::vector<iovec> iovecs;  // what is left to move, starting at `offset`
+};
+
+// Drops the first `done` bytes of op's iovecs after a short transfer.
+void advance(InFlight& op, uint64_t done) {
+  op.offset += done;
+  op.remaining -= done;
+  auto it = op.iovecs.begin();
+  while (it != op.iovecs.end() && done >= it->iov_len) {
+    done -= it->iov_len;
+    ++it;
+  }
+  op.iovecs.erase(op.iovecs.begin(), it);
+  if (done != 0 && !op.iovecs.empty()) {
+    op.iovecs.front().iov_base = static_cast<uint8_t*>(op.iovecs.front().iov_base) + done;
+    op.iovecs.front().iov_len -= done;
+  }
+}
+
+}  // namespace
+
+struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
+  Core(std::string disk_path, UniqueFd disk_fd, BlockDeviceState disk_state, GuestMemory& mem,
+       io::EventLoop& event_loop)
+      : path(std::move(disk_path)),
+        fd(std::move(disk_fd)),
+        state(disk_state),
+        memory(mem),
+        loop(event_loop) {
+    limits.capacity_sectors = state.capacity_sectors;
+    limits.read_only = state.read_only;
+    limits.max_segments = kBlockSegMax;
+    config.resize(blk_config::kSize);
+    put_le<uint64_t>(config, blk_config::kCapacity, state.capacity_sectors);
+    put_le<uint32_t>(config, blk_config::kSegMax, kBlockSegMax);
+    put_le<uint32_t>(config, blk_config::kBlkSize, static_cast<uint32_t>(kSectorSize));
+  }
+
+  // All below run with `mutex` held.
+  bool process_queue();
+  bool start_request(const DescriptorChain& chain);
+  bool submit(std::unique_ptr<InFlight> op);
+  void on_complete(std::unique_ptr<InFlight> op, int32_t result);
+  bool complete(uint16_t head, std::optional<uint64_t> status_gpa, uint8_t status,
+                uint32_t used_len);
+  void signal_if_wanted();
+  void queue_failed(const Error& error);
+
+  const std::string path;
+  const UniqueFd fd;
+  const BlockDeviceState state;
+  GuestMemory& memory;
+  io::EventLoop& loop;
+  BlockLimits limits;
+  std::vector<uint8_t> config;
+
+  mutable std::mutex mutex;
+  VirtQueue* queue = nullptr;  // while active
+  std::shared_ptr<VirtioInterrupt> interrupt;
+  // Bumped by every activate, reset and the device's destruction: a completion of an
+  // older generation only counts itself out.
+  uint64_t generation = 0;
+  std::size_t in_flight = 0;
+  bool throttled = false;  // chains were left in the ring at kMaxInFlight
+  // Guest-triggered lines: requests refused (debug), and faults (warnings).
+  LogRateLimiter refusal_log;
+  LogRateLimiter fault_log;
+};
+
+// Pops and starts chains until the ring is empty, the queue breaks or kMaxInFlight
+// requests are in flight. Returns true if it returned any chain to the used ring.
+bool VirtioBlock::Core::process_queue() {
+  throttled = false;
+  if (queue == nullptr || !queue->state().ready || queue->state().broken) {
+    return false;
+  }
+  bool returned = false;
+  for (;;) {
+    if (in_flight >= kMaxInFlight) {
+      throttled = true;
+      break;
+    }
+    auto chain = queue->pop(memory);
+    if (!chain) {
+      queue_failed(chain.error());
+      break;
+    }
+    if (!chain->has_value()) {
+      break;
+    }
+    returned |= start_request(**chain);
+  }
+  return returned;
+}
+
+// Starts one request; returns true if it was answered at once.
+bool VirtioBlock::Core::start_request(const DescriptorChain& chain) {
+  auto parsed = parse_block_request(memory, chain, limits);
+  if (!parsed) {
+    const RejectedRequest& rejected = parsed.error();
+    // An unsupported type is a driver probing for what it was not offered: not worth a line.
+    if (rejected.status != kBlkStatusUnsupp) {
+      if (const auto suppressed = refusal_log.allow()) {
+        spdlog::debug("virtio-blk {}: request at head {} refused: {}{}", path, chain.head,
+                      rejected.reason, suppressed_note(*suppressed));
+      }
+    }
+    return complete(chain.head, rejected.status_gpa, rejected.status, rejected.status_gpa ? 1 : 0);
+  }
+  BlockRequest& request = *parsed;
+  switch (request.type) {
+    case kBlkTypeGetId: {
+      uint64_t copied = 0;
+      for (const GuestRange& piece : request.data) {
+        if (!memory.write(piece.base, std::span(state.id).subspan(copied, piece.size))) {
+          return complete(chain.head, request.status_gpa, kBlkStatusIoErr, 1);
+        }
+        copied += piece.size;
+      }
+      return complete(chain.head, request.status_gpa, kBlkStatusOk,
+                      static_cast<uint32_t>(request.data_bytes + 1));
+    }
+    case kBlkTypeFlush:
+    case kBlkTypeIn:
+    case kBlkTypeOut:
+      break;
+    default:
+      return complete(chain.head, request.status_gpa, kBlkStatusUnsupp, 1);
+  }
+  if (request.type != kBlkTypeFlush && request.data_bytes == 0) {
+    return complete(chain.head, request.status_gpa, kBlkStatusOk, 1);
+  }
+  auto op = std::make_unique<InFlight>();
+  op->generation = generation;
+  op->head = chain.head;
+  op->status_gpa = request.status_gpa;
+  op->type = request.type;
+  op->offset = request.sector * kSectorSize;  // sector <= capacity: cannot overflow
+  op->remaining = request.data_bytes;
+  // Bytes given back to the driver: the data it reads and the status (5.2.6).
+  op->used_len = static_cast<uint32_t>((request.type == kBlkTypeIn ? request.data_bytes : 0) + 1);
+  op->iovecs.reserve(request.data.size());
+  for (const GuestRange& piece : request.data) {
+    // The one way from a guest address to a host pointer, bounded to guest RAM.
+    auto bytes = memory.span(piece.base, piece.size);
+    if (!bytes) {
+      return complete(chain.head, request.status_gpa, kBlkStatusIoErr, 1);
+    }
+    op->iovecs.push_back({bytes->data(), bytes->size()});
+  }
+  return submit(std::move(op));
+}
+
+// Hands `op` to the loop; returns true if it could not and answered it with IOERR.
+bool VirtioBlock::Core::submit(std::unique_ptr<InFlight> op) {
+  const uint16_t head = op->head;
+  const uint64_t status_gpa = op->status_gpa;
+  const uint32_t type = op->type;
+  const uint64_t offset = op->offset;
+  // Stays valid while `done` owns op (on the heap); the loop copies the array anyway.
+  const std::span<const iovec> iovecs = op->iovecs;
+  auto done = [core = shared_from_this(), op = std::move(op)](int32_t result) mutable {
+    const std::lock_guard lock(core->mutex);
+    core->on_complete(std::move(op), result);
+  };
+  Status submitted =
+      type == kBlkTypeFlush ? loop.submit_fsync(fd.get(), /*datasync=*/true, std::move(done))
+      : type == kBlkTypeIn  ? loop.submit_read(fd.get(), iovecs, offset, std::move(done))
+                            : loop.submit_write(fd.get(), iovecs, offset, std::move(done));
+  if (!submitted) {
+    if (const auto suppressed = fault_log.allow()) {
+      spdlog::warn("virtio-blk {}: {}{}", path, submitted.error().message(),
+                   suppressed_note(*suppressed));
+    }
+    return complete(head, status_gpa, kBlkStatusIoErr, 1);
+  }
+  ++in_flight;
+  return false;
+}
+
+void VirtioBlock::Core::on_complete(std::unique_ptr<InFlight> op, int32_t result) {
+  --in_flight;
+  if (op->generation != generation || queue == nullptr) {
+    return;  // the device was reset (or destroyed) since: the queue is no longer ours
+  }
+  bool returned = false;
+  const bool moves_data = op->type != kBlkTypeFlush;
+  if (moves_data && result > 0 && static_cast<uint64_t>(result) < op->remaining) {
+    // A short transfer: move the rest (requests are never empty, see start_request).
+    advance(*op, static_cast<uint64_t>(result));
+    returned = submit(std::move(op));
+    if (!returned) {
+      return;  // the rest is on its way
+    }
+  } else {
+    // 0 bytes of a read or write: end of file, the disk shrank under the guest.
+    const bool failed = result < 0 || (moves_data && result == 0);
+    if (result < 0) {
+      if (const auto suppressed = fault_log.allow()) {
+        spdlog::warn("virtio-blk {}: {} at offset {}: {}{}", path,
+                     !moves_data              ? "fdatasync"
+                     : op->type == kBlkTypeIn ? "read"
+                                              : "write",
+                     op->offset, std::strerror(-result), suppressed_note(*suppressed));
+      }
+    }
+    returned = complete(op->head, op->status_gpa, failed ? kBlkStatusIoErr : kBlkStatusOk,
+                        failed ? 1 : op->used_len);
+  }
+  // Chains left in the ring at kMaxInFlight: there is room for one now.
+  const bool more = throttled && process_queue();
+  if (returned || more) {
+    signal_if_wanted();
+  }
+}
+
+// Writes the status byte and returns the chain to the driver with `used_len` bytes
+// written. Returns true if the chain reached the used ring.
+bool VirtioBlock::Core::complete(uint16_t head, std::optional<uint64_t> status_gpa, uint8_t status,
+                                 uint32_t used_len) {
+  if (status_gpa) {
+    // Inside guest RAM: it lies in a buffer of the chain. A failure still leaves the chain
+    // to be returned, with the driver reading whatever the byte held.
+    (void)memory.write_obj<uint8_t>(*status_gpa, status);
+  }
+  if (queue->state().broken) {
+    return false;  // it said so once, when it broke; the driver resets it
+  }
+  if (auto added = queue->add_used(memory, head, used_len); !added) {
+    queue_failed(added.error());
+    return false;
+  }
+  return true;
+}
+
+void VirtioBlock::Core::signal_if_wanted() {
+  if (queue == nullptr) {
+    return;
+  }
+  // If the rings cannot be read, notify anyway: a spurious interrupt costs the driver little.
+  auto wanted = queue->needs_notification(memory);
+  if (!wanted || *wanted) {
+    interrupt->signal_used_buffer();
+  }
+}
+
+void VirtioBlock::Core::queue_failed(const Error& error) {
+  if (const auto suppressed = fault_log.allow()) {
+    spdlog::warn("virtio-blk {}: the request queue is broken and needs a reset: {}{}", path,
+                 error.message(), suppressed_note(*suppressed));
+  }
+  interrupt->signal_needs_reset();
+}
+
+Result<std::unique_ptr<VirtioBlock>> VirtioBlock::create(const std::string& path,
+                                                         const BlockOptions& options,
+                                                         GuestMemory& memory, io::EventLoop& loop) {
+  if (options.id.size() > kBlkIdBytes) {
+    return fail(
+        fmt::format("disk {}: id \"{}\" is {} bytes long", path, options.id, options.id.size()),
+        "a virtio-blk id has at most 20 bytes");
+  }
+  // O_NONBLOCK so that a FIFO put in the file's place cannot hang the open; cleared below,
+  // since io_uring answers EAGAIN for files that have it.
+  const int flags = (options.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK;
+  UniqueFd fd(::open(path.c_str(), flags));
+  if (!fd) {
+    return fail_errno(fmt::format("cannot open disk {}{}", path,
+                                  options.read_only ? " for reading" : " for reading and writing"),
+                      errno,
+                      errno == EACCES || errno == EROFS
+                          ? (options.read_only ? "" : "attach it read-only if it must not change")
+                          : "");
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return fail_errno("cannot stat disk " + path, errno);
+  }
+  uint64_t size = 0;
+  if (S_ISREG(st.st_mode)) {
+    size = static_cast<uint64_t>(st.st_size);
+  } else if (S_ISBLK(st.st_mode)) {
+    if (::ioctl(fd.get(), BLKGETSIZE64, &size) != 0) {
+      return fail_errno("BLKGETSIZE64 on disk " + path, errno);
+    }
+  } else {
+    return fail(fmt::format("disk {} is neither a regular file nor a block device", path));
+  }
+  if (const int fl = ::fcntl(fd.get(), F_GETFL);
+      fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    return fail_errno("fcntl(F_SETFL) on disk " + path, errno);
+  }
+  if (size == 0) {
+    return fail(fmt::format("disk {} is empty", path), "a disk needs at least one 512-byte sector");
+  }
+  if (size % kSectorSize != 0) {
+    return fail(fmt::format("disk {} is {} bytes, not a multiple of 512", path, size),
+                fmt::format("pad it to whole sectors: truncate -s %512 {}", path));
+  }
+
+  BlockDeviceState state;
+  state.capacity_sectors = size / kSectorSize;
+  state.read_only = options.read_only;
+  const std::string id = !options.id.empty()
+                             ? options.id
+                             : fmt::format("{:x}{:x}{:x}", st.st_dev, st.st_rdev, st.st_ino);
+  std::copy_n(id.begin(), std::min<std::size_t>(id.size(), kBlkIdBytes), state.id.begin());
+
+  auto core = std::make_shared<Core>(path, std::move(fd), state, memory, loop);
+  return std::unique_ptr<VirtioBlock>(new VirtioBlock(std::move(core)));
+}
+
+VirtioBlock::VirtioBlock(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
+VirtioBlock::~VirtioBlock() {
+  const std::lock_guard lock(core_->mutex);
+  ++core_->generation;
+  core_->queue = nullptr;
+  core_->interrupt.reset();
+}
+
+uint64_t VirtioBlock::features() const {
+  uint64_t features = feature_bit(kBlkFeatureSegMax) | feature_bit(kBlkFeatureBlkSize) |
+                      feature_bit(kBlkFeatureFlush) | feature_bit(kFeatureIndirectDesc) |
+                      feature_bit(kFeatureEventIdx);
+  if (core_->state.read_only) {
+    features |= feature_bit(kBlkFeatureRo);
+  }
+  return features;
+}
+
+void VirtioBlock::read_config(uint64_t offset, std::span<uint8_t> data) const {
+  copy_config(core_->config, offset, data);
+}
+
+void VirtioBlock::write_config(uint64_t /*offset*/, std::span<const uint8_t> /*data*/) {}
+
+Status VirtioBlock::activate(std::span<VirtQueue> queues, uint64_t /*features*/,
+                             std::shared_ptr<VirtioInterrupt> interrupt) {
+  if (queues.size() != 1 || !interrupt) {
+    return fail(
+        fmt::format("virtio-blk {}: activated with {} queues, not 1", core_->path, queues.size()));
+  }
+  const std::lock_guard lock(core_->mutex);
+  ++core_->generation;
+  core_->queue = &queues[0];
+  core_->interrupt = std::move(interrupt);
+  core_->throttled = false;
+  return ok();
+}
+
+void VirtioBlock::reset() {
+  const std::lock_guard lock(core_->mutex);
+  ++core_->generation;
+  core_->queue = nullptr;
+  core_->interrupt.reset();
+  core_->throttled = false;
+}
+
+void VirtioBlock::notify(uint16_t queue) {
+  const std::lock_guard lock(core_->mutex);
+  if (queue != 0 || core_->queue == nullptr) {
+    return;
+  }
+  if (core_->process_queue()) {
+    core_->signal_if_wanted();
+  }
+}
+
+const std::string& VirtioBlock::path() const {
+  return core_->path;
+}
+
+const BlockDeviceState& VirtioBlock::state() const {
+  return core_->state;
+}
+
+std::size_t VirtioBlock::requests_in_flight() const {
+  const std::lock_guard lock(core_->mutex);
+  return core_->in_flight;
+}
+
+}  // namespace dsec::virtio

@@ -1,0 +1,104 @@
+// virtio-blk (virtio 1.2, 5.2) on a host file or block device, with its I/O on the VM's
+// io_uring event loop: one request queue, reads and writes straight between the file and
+// guest memory (readv/writev), FLUSH as fdatasync, GET_ID from a configured or derived
+// serial.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "vmm/common/error.h"
+#include "vmm/devices/virtio/block_request.h"
+#include "vmm/devices/virtio/virtio_device.h"
+#include "vmm/io/event_loop.h"
+#include "vmm/memory/guest_memory.h"
+
+namespace dsec::virtio {
+
+// Feature bits (5.2.3).
+inline constexpr unsigned kBlkFeatureSegMax = 2;
+inline constexpr unsigned kBlkFeatureRo = 5;
+inline constexpr unsigned kBlkFeatureBlkSize = 6;
+inline constexpr unsigned kBlkFeatureFlush = 9;
+
+inline constexpr uint16_t kBlockQueueSize = 256;
+// seg_max: the queue size less the header's and the status's descriptors, as QEMU offers;
+// far below IOV_MAX.
+inline constexpr uint32_t kBlockSegMax = kBlockQueueSize - 2;
+
+// struct virtio_blk_config (5.2.4) up to blk_size; the fields past it (topology,
+// writeback, discard, ...) belong to features not offered and read as zero.
+namespace blk_config {
+inline constexpr uint64_t kCapacity = 0;   // le64, in 512-byte sectors
+inline constexpr uint64_t kSizeMax = 8;    // le32
+inline constexpr uint64_t kSegMax = 12;    // le32
+inline constexpr uint64_t kGeometry = 16;  // le16 cylinders, u8 heads, u8 sectors
+inline constexpr uint64_t kBlkSize = 20;   // le32
+inline constexpr uint64_t kSize = 24;
+}  // namespace blk_config
+
+struct BlockOptions {
+  bool read_only = false;
+  // GET_ID's answer, at most 20 bytes; empty: one derived from the file's device and inode.
+  std::string id;
+};
+
+// What the guest sees of the disk beyond the transport's state (TransportState): plain
+// data, so that a snapshot can save it and a restore can check the disk still fits it.
+struct BlockDeviceState {
+  uint64_t capacity_sectors = 0;
+  bool read_only = false;
+  std::array<uint8_t, kBlkIdBytes> id{};  // NUL-padded
+
+  bool operator==(const BlockDeviceState&) const = default;
+};
+
+// Threading: notify() and the I/O completions run on the event loop's thread (the driver's
+// QueueNotify reaches the device through an ioeventfd served by that loop); activate() and
+// reset() may come from a vCPU thread at the same time and are serialised with them by the
+// device's lock. After reset() no completion touches the queue or the interrupt; a read
+// already in the kernel may still land in guest memory. Requests in flight keep the
+// device's shared core alive, so the device may be destroyed before they complete; the
+// guest memory and the loop must outlive every request the loop still holds.
+class VirtioBlock final : public VirtioDevice {
+ public:
+  // Opens `path` (read-only when options.read_only). Fails, naming the file, if it does not
+  // exist or cannot be opened, is neither a regular file nor a block device, is empty or
+  // its size is not a multiple of 512, or if options.id is longer than 20 bytes.
+  static Result<std::unique_ptr<VirtioBlock>> create(const std::string& path,
+                                                     const BlockOptions& options,
+                                                     GuestMemory& memory, io::EventLoop& loop);
+  ~VirtioBlock() override;
+  VirtioBlock(const VirtioBlock&) = delete;
+  VirtioBlock& operator=(const VirtioBlock&) = delete;
+
+  uint32_t device_type() const override { return kDeviceIdBlock; }
+  uint64_t features() const override;
+  std::vector<uint16_t> queue_max_sizes() const override { return {kBlockQueueSize}; }
+  void read_config(uint64_t offset, std::span<uint8_t> data) const override;
+  // Every field this device offers is read-only (no VIRTIO_BLK_F_CONFIG_WCE): ignored.
+  void write_config(uint64_t offset, std::span<const uint8_t> data) override;
+  Status activate(std::span<VirtQueue> queues, uint64_t features,
+                  std::shared_ptr<VirtioInterrupt> interrupt) override;
+  void reset() override;
+  void notify(uint16_t queue) override;
+
+  const std::string& path() const;
+  const BlockDeviceState& state() const;
+  // Requests submitted to the loop and not yet completed; a snapshot waits for 0.
+  std::size_t requests_in_flight() const;
+
+ private:
+  struct Core;  // shared with the completions of requests in flight
+
+  explicit VirtioBlock(std::shared_ptr<Core> core);
+
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace dsec::virtio
