@@ -135,7 +135,8 @@ struct GuestPacket {
   std::string data;
 };
 
-class VirtioVsockTest : public ::testing::Test {
+// Each test runs with multishot polls and with the re-armed one-shot polls of older kernels.
+class VirtioVsockTest : public ::testing::TestWithParam<io::PollMode> {
  protected:
   void SetUp() override {
     fds_before_ = open_fds();
@@ -145,7 +146,7 @@ class VirtioVsockTest : public ::testing::Test {
     uds_ = dir_ + "/v.sock";
     ASSERT_OK(memory_.fill(0, 4 * kMiB, 0));
 
-    ASSERT_OK_AND_ASSIGN(auto loop, io::EventLoop::create());
+    ASSERT_OK_AND_ASSIGN(auto loop, io::EventLoop::create(256, GetParam()));
     loop_thread_.emplace(std::move(loop));
     ASSERT_OK_AND_ASSIGN(device_,
                          VirtioVsock::create(kGuestCid, uds_, memory_, loop_thread_->loop()));
@@ -305,7 +306,7 @@ class VirtioVsockTest : public ::testing::Test {
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> guest_fwd_cnt_;
 };
 
-TEST_F(VirtioVsockTest, TheConfigurationSpaceHoldsTheGuestCid) {
+TEST_P(VirtioVsockTest, TheConfigurationSpaceHoldsTheGuestCid) {
   EXPECT_EQ(device_->device_type(), 19U);
   EXPECT_EQ(device_->queue_max_sizes(), (std::vector<uint16_t>{256, 256, 64}));
   std::array<uint8_t, 8> config{};
@@ -316,7 +317,7 @@ TEST_F(VirtioVsockTest, TheConfigurationSpaceHoldsTheGuestCid) {
   EXPECT_EQ(past, (std::array<uint8_t, 4>{0, 0, 0xaa, 0xaa}));
 }
 
-TEST_F(VirtioVsockTest, HostConnectsExchangesDataBothWaysAndCloses) {
+TEST_P(VirtioVsockTest, HostConnectsExchangesDataBothWaysAndCloses) {
   auto [host, host_port] = host_connect(1234);
   ASSERT_NE(host_port, 0U);
   EXPECT_EQ(device_->connection_count(), 1U);
@@ -337,7 +338,7 @@ TEST_F(VirtioVsockTest, HostConnectsExchangesDataBothWaysAndCloses) {
   EXPECT_TRUE(wait_until([&] { return device_->connection_count() == 0; }));
 }
 
-TEST_F(VirtioVsockTest, DataTheHostWroteAfterTheConnectLineIsTheStreamsFirstData) {
+TEST_P(VirtioVsockTest, DataTheHostWroteAfterTheConnectLineIsTheStreamsFirstData) {
   HostSocket host = HostSocket::connect_to(uds_);
   host.write("CONNECT 52\nearly bytes");
   auto request = receive();
@@ -348,14 +349,14 @@ TEST_F(VirtioVsockTest, DataTheHostWroteAfterTheConnectLineIsTheStreamsFirstData
   EXPECT_EQ(receive_data(52, 11), "early bytes");
 }
 
-TEST_F(VirtioVsockTest, ABadConnectLineClosesTheHostSocket) {
+TEST_P(VirtioVsockTest, ABadConnectLineClosesTheHostSocket) {
   HostSocket host = HostSocket::connect_to(uds_);
   host.write("CONNECT nope\n");
   EXPECT_TRUE(host.at_eof());
   EXPECT_EQ(device_->connection_count(), 0U);
 }
 
-TEST_F(VirtioVsockTest, TheGuestResettingAHostConnectClosesTheHostSocket) {
+TEST_P(VirtioVsockTest, TheGuestResettingAHostConnectClosesTheHostSocket) {
   HostSocket host = HostSocket::connect_to(uds_);
   host.write("CONNECT 7\n");
   auto request = receive();
@@ -365,7 +366,7 @@ TEST_F(VirtioVsockTest, TheGuestResettingAHostConnectClosesTheHostSocket) {
   EXPECT_TRUE(wait_until([&] { return device_->connection_count() == 0; }));
 }
 
-TEST_F(VirtioVsockTest, GuestConnectsToTheHostListenerForItsPort) {
+TEST_P(VirtioVsockTest, GuestConnectsToTheHostListenerForItsPort) {
   ASSERT_OK_AND_ASSIGN(auto listener, vsock::listen_unix(uds_ + "_1025"));
   send(to_host(vsock::kOpRequest, 5000, 1025));
   auto response = receive();
@@ -393,7 +394,7 @@ TEST_F(VirtioVsockTest, GuestConnectsToTheHostListenerForItsPort) {
   EXPECT_TRUE(wait_until([&] { return device_->connection_count() == 0; }));
 }
 
-TEST_F(VirtioVsockTest, GuestConnectsWhereNothingListensAndGetsRst) {
+TEST_P(VirtioVsockTest, GuestConnectsWhereNothingListensAndGetsRst) {
   send(to_host(vsock::kOpRequest, 5000, 4444));
   auto rst = receive();
   ASSERT_TRUE(rst.has_value());
@@ -403,7 +404,7 @@ TEST_F(VirtioVsockTest, GuestConnectsWhereNothingListensAndGetsRst) {
   EXPECT_EQ(device_->connection_count(), 0U);
 }
 
-TEST_F(VirtioVsockTest, PacketsForNoStreamOrOfAnotherTypeGetRst) {
+TEST_P(VirtioVsockTest, PacketsForNoStreamOrOfAnotherTypeGetRst) {
   send(to_host(vsock::kOpRw, 5000, 80), "stray");
   auto rst = receive();
   ASSERT_TRUE(rst.has_value());
@@ -418,7 +419,7 @@ TEST_F(VirtioVsockTest, PacketsForNoStreamOrOfAnotherTypeGetRst) {
   EXPECT_EQ(rst->header.type, vsock::kTypeStream);
 }
 
-TEST_F(VirtioVsockTest, MalformedTxPacketsAreDroppedAndTheDeviceGoesOn) {
+TEST_P(VirtioVsockTest, MalformedTxPacketsAreDroppedAndTheDeviceGoesOn) {
   VsockHeader forged = to_host(vsock::kOpRequest, 5000, 80);
   const auto bytes = vsock::encode_header(forged);  // src_cid 3, but len says 100
   std::array<uint8_t, 44> wrong = bytes;
@@ -433,7 +434,7 @@ TEST_F(VirtioVsockTest, MalformedTxPacketsAreDroppedAndTheDeviceGoesOn) {
   EXPECT_NE(port, 0U);
 }
 
-TEST_F(VirtioVsockTest, TheHostSendsNoMoreThanTheGuestsCredit) {
+TEST_P(VirtioVsockTest, TheHostSendsNoMoreThanTheGuestsCredit) {
   HostSocket host = HostSocket::connect_to(uds_);
   host.write("CONNECT 80\n");
   auto request = receive();
@@ -460,7 +461,7 @@ TEST_F(VirtioVsockTest, TheHostSendsNoMoreThanTheGuestsCredit) {
   EXPECT_EQ(receive_data(80, 2000).size(), 2000U);
 }
 
-TEST_F(VirtioVsockTest, ACreditRequestIsAnsweredWithAnUpdate) {
+TEST_P(VirtioVsockTest, ACreditRequestIsAnsweredWithAnUpdate) {
   auto [host, host_port] = host_connect(81);
   send(to_host(vsock::kOpRw, 81, host_port), "abc");
   EXPECT_EQ(host.read_exact(3), "abc");
@@ -472,7 +473,7 @@ TEST_F(VirtioVsockTest, ACreditRequestIsAnsweredWithAnUpdate) {
   EXPECT_EQ(update->header.buf_alloc, vsock::Connection::kBufAlloc);
 }
 
-TEST_F(VirtioVsockTest, ThirtyTwoStreamsAtOnceKeepTheirBytesApart) {
+TEST_P(VirtioVsockTest, ThirtyTwoStreamsAtOnceKeepTheirBytesApart) {
   constexpr uint32_t kStreams = 32;
   std::vector<HostSocket> hosts;
   for (uint32_t i = 0; i < kStreams; ++i) {
@@ -518,13 +519,20 @@ TEST_F(VirtioVsockTest, ThirtyTwoStreamsAtOnceKeepTheirBytesApart) {
   EXPECT_EQ(device_->connection_count(), kStreams);
 }
 
-TEST_F(VirtioVsockTest, ADeviceResetClosesEveryHostSocket) {
+TEST_P(VirtioVsockTest, ADeviceResetClosesEveryHostSocket) {
   auto [host, host_port] = host_connect(90);
   ASSERT_NE(host_port, 0U);
   device_->reset();
   EXPECT_TRUE(host.at_eof());
   EXPECT_EQ(device_->connection_count(), 0U);
 }
+
+INSTANTIATE_TEST_SUITE_P(PollModes, VirtioVsockTest,
+                         ::testing::Values(io::PollMode::kMultishotIfSupported,
+                                           io::PollMode::kRearm),
+                         [](const ::testing::TestParamInfo<io::PollMode>& param) {
+                           return param.param == io::PollMode::kRearm ? "Rearm" : "Multishot";
+                         });
 
 TEST(VirtioVsockCreate, RefusesReservedCidsAndAnExistingSocket) {
   auto memory = GuestMemory::anonymous(std::array<GuestRange, 1>{{{0, kMiB}}}).value();
