@@ -42,12 +42,18 @@ uint32_t read_register(const devices::Bus& mmio, uint64_t address) {
   return value;
 }
 
+std::vector<machine::VirtioDeviceSpec> rng_only() {
+  machine::VirtioDeviceSpec rng;
+  rng.kind = machine::VirtioDeviceKind::kRng;
+  return {rng};
+}
+
 TEST(VirtioDevices, AnRngAnswersInSlotZeroAndItsLoopStartsAndStops) {
   ASSERT_OK_AND_ASSIGN(TestVm t, create_test_vm({.irqchip = true}));
   GuestMemory memory = make_memory();
   devices::Bus mmio(devices::AddressSpace::kMmio);
   ASSERT_OK_AND_ASSIGN(auto devices,
-                       VirtioDevices::create(t.vm, memory, mmio, {VirtioDeviceKind::kRng}));
+                       VirtioDevices::create(t.vm, memory, mmio, rng_only()));
   ASSERT_EQ(devices->size(), 1u);
   const uint64_t base = x86_64::virtio_mmio_slot(0).address;
   EXPECT_EQ(read_register(mmio, base), 0x74726976u);  // "virt"
@@ -75,7 +81,7 @@ TEST(VirtioDevices, DestroyingThemUnregistersFromKvmAndLeaksNoFds) {
   for (int i = 0; i < 3; ++i) {
     devices::Bus mmio(devices::AddressSpace::kMmio);
     ASSERT_OK_AND_ASSIGN(auto devices,
-                         VirtioDevices::create(t.vm, memory, mmio, {VirtioDeviceKind::kRng}));
+                         VirtioDevices::create(t.vm, memory, mmio, rng_only()));
     ASSERT_OK(devices->start());
     // Destroyed running: the destructor stops the loop first.
   }

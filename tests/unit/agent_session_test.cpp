@@ -158,7 +158,7 @@ TEST_F(AgentSession, FileErrorsComeBackAsMessagesAndLeaveNothingBehind) {
   auto w = client_.write_file(in.get(), 10, (dir_ / "target").string(), 0644);
   ASSERT_FALSE(w.has_value());
   EXPECT_NE(w.error().message().find("ended after 5 of 10"), std::string::npos) << w.error().message();
-  for (int i = 0; i < 50 && std::distance(std::filesystem::directory_iterator(dir_), {}) > 1; ++i) {
+  for (int i = 0; i < 500 && std::distance(std::filesystem::directory_iterator(dir_), {}) > 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::vector<std::string> left;

@@ -15,6 +15,7 @@ namespace dsec::machine {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -35,7 +36,7 @@ TEST(MachineVirtioConfig, NoDevicesLeaveTheCommandLineAsItIs) {
 
 TEST(MachineVirtioConfig, AnRngTakesSlotZeroAndIsAnnouncedBeforeTheUsersWords) {
   const MachineConfig config = config_with(true, "console=ttyS0 -- init-arg");
-  EXPECT_THAT(virtio_devices(config), ElementsAre(VirtioDeviceKind::kRng));
+  EXPECT_THAT(virtio_devices(config), ElementsAre(Field(&VirtioDeviceSpec::kind, VirtioDeviceKind::kRng)));
   // Slot 0: 4 KiB at 3 GiB, IOAPIC pin 5; before any " -- ", which hands the rest to init.
   EXPECT_EQ(guest_cmdline(config), "virtio_mmio.device=4K@0xc0000000:5 console=ttyS0 -- init-arg");
   EXPECT_EQ(guest_cmdline(config_with(true, "")), "virtio_mmio.device=4K@0xc0000000:5");

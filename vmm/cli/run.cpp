@@ -35,7 +35,35 @@ struct RunOptions {
   std::string console;  // file for the serial output; empty: stdout
   std::string metrics_file;
   bool rng = false;
+  std::vector<std::string> drives;  // PATH[,ro][,id=ID]
+  std::string vsock;                // the vsock device's Unix socket; empty: no vsock
+  uint64_t vsock_cid = 3;
 };
+
+// "PATH[,ro][,id=ID]" of --drive.
+Result<machine::DriveConfig> parse_drive(const std::string& spec) {
+  machine::DriveConfig drive;
+  size_t start = 0;
+  bool first = true;
+  while (start <= spec.size()) {
+    const size_t comma = spec.find(',', start);
+    const std::string part = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (first) {
+      drive.path = part;
+      first = false;
+    } else if (part == "ro") {
+      drive.read_only = true;
+    } else if (part.starts_with("id=")) {
+      drive.id = part.substr(3);
+    } else {
+      return fail("--drive " + spec + ": unknown option '" + part + "'", "give PATH[,ro][,id=ID]");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (drive.path.empty()) return fail("--drive '" + spec + "' names no file", "give PATH[,ro][,id=ID]");
+  return drive;
+}
 
 void write_metrics(const std::string& path, const machine::MachineMetrics& m,
                    const machine::VmExit& exit) {
@@ -95,6 +123,15 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   config.kernel_path = options.kernel;
   config.initrd_path = options.initrd;
   config.rng = options.rng;
+  for (const auto& spec : options.drives) {
+    auto drive = parse_drive(spec);
+    if (!drive) {
+      spdlog::error("{}", drive.error().message());
+      return 1;
+    }
+    config.drives.push_back(*drive);
+  }
+  if (!options.vsock.empty()) config.vsock = machine::VsockConfig{options.vsock_cid, options.vsock};
   if (config.kernel_path.empty() || config.initrd_path.empty()) {
     auto image = find_default_image();
     if (!image) {
@@ -169,6 +206,16 @@ void add_run_command(CLI::App& app, CommandAction& action,
   run->add_flag("--rng", options->rng,
                 "Give the guest a virtio-rng device (/dev/hwrng) fed by the host's getrandom(); "
                 "off by default");
+  run->add_option("--drive", options->drives,
+                  "A virtio-blk disk: PATH[,ro][,id=ID] (repeatable; the first is /dev/vda)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  run->add_option("--vsock", options->vsock,
+                  "Give the guest a virtio-vsock device; host processes reach guest port P by "
+                  "connecting to this Unix socket (created here, must not exist) and sending "
+                  "'CONNECT P\\n' (dsec-vmm exec does); guest connections to host port P go to "
+                  "PATH_P");
+  run->add_option("--vsock-cid", options->vsock_cid, "The guest's vsock CID")->capture_default_str();
   run->callback([&action, options, process_start] {
     action = [options, process_start] { return run_main(*options, process_start); };
   });

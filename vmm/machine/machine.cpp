@@ -97,8 +97,8 @@ Status Machine::setup_devices() {
   boot_timer_ = std::make_shared<devices::BootTimer>(config_.process_start);
   DSEC_TRY(pio_.insert({x86_64::kBootTimerPort, devices::kBootTimerRegisterCount}, boot_timer_));
 
-  if (const auto kinds = virtio_devices(config_); !kinds.empty()) {
-    virtio_ = DSEC_TRY(VirtioDevices::create(vm_, memory_, mmio_, kinds));
+  if (const auto specs = virtio_devices(config_); !specs.empty()) {
+    virtio_ = DSEC_TRY(VirtioDevices::create(vm_, memory_, mmio_, specs));
   }
   return ok();
 }

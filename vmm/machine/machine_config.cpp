@@ -48,6 +48,29 @@ Status validate(const MachineConfig& config) {
   if (config.kernel_path.empty()) return fail("no kernel given", "pass --kernel PATH");
   DSEC_TRY(check_file(config.kernel_path, "kernel"));
   if (!config.initrd_path.empty()) DSEC_TRY(check_file(config.initrd_path, "initrd"));
+  for (const auto& drive : config.drives) {
+    struct stat st {};
+    if (::stat(drive.path.c_str(), &st) != 0) {
+      return fail_errno("--drive " + drive.path, errno, errno == ENOENT ? "check the path" : "check its permissions");
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+      return fail("--drive " + drive.path + " is neither a regular file nor a block device");
+    }
+    if (drive.id.size() > 20) return fail("--drive " + drive.path + ": id '" + drive.id + "' is longer than 20 bytes");
+  }
+  if (config.vsock) {
+    const auto& v = *config.vsock;
+    if (v.guest_cid < 3 || v.guest_cid > 0xfffffffeULL) {
+      return fail("vsock guest CID " + std::to_string(v.guest_cid) + " is reserved or out of range",
+                  "give a CID from 3 to 4294967294");
+    }
+    if (v.uds_path.empty()) return fail("--vsock needs the path of the Unix socket to create");
+    struct stat st {};
+    if (::lstat(v.uds_path.c_str(), &st) == 0) {
+      return fail("--vsock " + v.uds_path + " already exists",
+                  "remove it (a VM that ended leaves its socket behind) or choose another path");
+    }
+  }
   if (virtio_devices(config).size() > x86_64::kMaxVirtioMmioDevices) {
     return fail("more virtio devices than the " + std::to_string(x86_64::kMaxVirtioMmioDevices) +
                 " virtio-mmio slots");

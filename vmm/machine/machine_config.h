@@ -5,11 +5,32 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "vmm/common/error.h"
 
 namespace dsec::machine {
+
+// A virtio-blk drive on a host file or block device.
+struct DriveConfig {
+  std::string path;
+  bool read_only = false;
+  std::string id;  // GET_ID's answer (at most 20 bytes); empty: derived from the file
+
+  bool operator==(const DriveConfig&) const = default;
+};
+
+// A virtio-vsock device with Firecracker's host side: a Unix socket at uds_path that host
+// processes connect to (`CONNECT <port>\n`); guest connections to host port P reach
+// `<uds_path>_<P>`.
+struct VsockConfig {
+  uint64_t guest_cid = 3;
+  std::string uds_path;
+
+  bool operator==(const VsockConfig&) const = default;
+};
 
 struct MachineConfig {
   std::string kernel_path;  // ELF vmlinux (PVH or 64-bit entry) or bzImage
@@ -24,7 +45,10 @@ struct MachineConfig {
   // panic=-1 reboots too).
   bool expect_clean_shutdown_announcement = false;
   std::string kvm_device = "/dev/kvm";
-  // virtio devices (machine/virtio_devices.h); each takes the next virtio-mmio slot.
+  // virtio devices (machine/virtio_devices.h); each takes the next virtio-mmio slot, in
+  // this order: the drives (the first is the guest's /dev/vda), vsock, rng.
+  std::vector<DriveConfig> drives;
+  std::optional<VsockConfig> vsock;
   bool rng = false;  // virtio-rng: entropy from the host's getrandom()
   // When the VMM process started, for the boot-time figures.
   std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();

@@ -2,18 +2,61 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "vmm/arch/x86_64/layout.h"
 #include "vmm/devices/virtio/mmio_cmdline.h"
+#include "vmm/devices/virtio/block.h"
 #include "vmm/devices/virtio/rng.h"
+#include "vmm/devices/virtio/vsock/vsock.h"
 
 namespace dsec::machine {
+namespace {
 
-std::vector<VirtioDeviceKind> virtio_devices(const MachineConfig& config) {
-  std::vector<VirtioDeviceKind> kinds;
-  if (config.rng) {
-    kinds.push_back(VirtioDeviceKind::kRng);
+// What the MMIO bus holds for a transport: a weak reference, so that the devices die with
+// VirtioDevices, before the event loop their destructors unregister from, whatever else
+// still holds the bus. Accesses after that read as nothing there (all ones).
+class TransportOnBus final : public devices::BusDevice {
+ public:
+  explicit TransportOnBus(std::weak_ptr<virtio::MmioTransport> transport)
+      : transport_(std::move(transport)) {}
+  void read(uint64_t offset, std::span<uint8_t> data) override {
+    if (auto t = transport_.lock()) {
+      t->read(offset, data);
+    } else {
+      std::fill(data.begin(), data.end(), uint8_t{0xff});
+    }
   }
-  return kinds;
+  void write(uint64_t offset, std::span<const uint8_t> data) override {
+    if (auto t = transport_.lock()) t->write(offset, data);
+  }
+
+ private:
+  std::weak_ptr<virtio::MmioTransport> transport_;
+};
+
+}  // namespace
+
+std::vector<VirtioDeviceSpec> virtio_devices(const MachineConfig& config) {
+  std::vector<VirtioDeviceSpec> specs;
+  for (const auto& drive : config.drives) {
+    VirtioDeviceSpec spec;
+    spec.kind = VirtioDeviceKind::kBlock;
+    spec.drive = drive;
+    specs.push_back(spec);
+  }
+  if (config.vsock) {
+    VirtioDeviceSpec spec;
+    spec.kind = VirtioDeviceKind::kVsock;
+    spec.vsock = *config.vsock;
+    specs.push_back(spec);
+  }
+  if (config.rng) {
+    VirtioDeviceSpec spec;
+    spec.kind = VirtioDeviceKind::kRng;
+    specs.push_back(spec);
+  }
+  return specs;
 }
 
 std::string virtio_cmdline(const MachineConfig& config) {
@@ -31,17 +74,28 @@ std::string virtio_cmdline(const MachineConfig& config) {
 
 Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
     kvm::Vm& vm, GuestMemory& memory, devices::Bus& mmio,
-    const std::vector<VirtioDeviceKind>& kinds) {
-  if (kinds.size() > x86_64::kMaxVirtioMmioDevices) {
-    return fail(std::to_string(kinds.size()) + " virtio devices, more than the " +
+    const std::vector<VirtioDeviceSpec>& specs) {
+  if (specs.size() > x86_64::kMaxVirtioMmioDevices) {
+    return fail(std::to_string(specs.size()) + " virtio devices, more than the " +
                 std::to_string(x86_64::kMaxVirtioMmioDevices) + " slots there are");
   }
-  // Small rings: the loop only watches the devices' notification eventfds.
-  auto loop = DSEC_TRY(io::EventLoop::create(64));
+  // Notifications, block I/O and vsock sockets all go through this ring.
+  auto loop = DSEC_TRY(io::EventLoop::create(256));
   std::unique_ptr<VirtioDevices> devices(new VirtioDevices(vm, std::move(loop)));
-  for (size_t i = 0; i < kinds.size(); ++i) {
+  io::EventLoop& device_loop = devices->loop_thread_.loop();
+  for (size_t i = 0; i < specs.size(); ++i) {
     std::unique_ptr<virtio::VirtioDevice> device;
-    switch (kinds[i]) {
+    switch (specs[i].kind) {
+      case VirtioDeviceKind::kBlock: {
+        const auto& d = specs[i].drive;
+        device = DSEC_TRY(virtio::VirtioBlock::create(
+            d.path, {.read_only = d.read_only, .id = d.id}, memory, device_loop));
+        break;
+      }
+      case VirtioDeviceKind::kVsock:
+        device = DSEC_TRY(virtio::VirtioVsock::create(specs[i].vsock.guest_cid,
+                                                       specs[i].vsock.uds_path, memory, device_loop));
+        break;
       case VirtioDeviceKind::kRng:
         device = std::make_unique<virtio::VirtioRng>(memory);
         break;
@@ -106,7 +160,8 @@ Status VirtioDevices::add(GuestMemory& memory, devices::Bus& mmio, size_t index,
     queue_events_.push_back(std::move(event));
   }
 
-  DSEC_TRY(mmio.insert({slot.address, x86_64::kVirtioMmioSlotSize}, transport));
+  DSEC_TRY(mmio.insert({slot.address, x86_64::kVirtioMmioSlotSize},
+                       std::make_shared<TransportOnBus>(transport)));
   transports_.push_back(std::move(transport));
   return ok();
 }
@@ -119,6 +174,9 @@ VirtioDevices::~VirtioDevices() {
   for (auto undo = unregister_.rbegin(); undo != unregister_.rend(); ++undo) {
     (*undo)();
   }
+  // The devices go before the loop (a member declared first, so destroyed last): their
+  // destructors remove their watches from it.
+  transports_.clear();
 }
 
 Status VirtioDevices::start(io::EventLoopThread::ExitHandler on_exit) {

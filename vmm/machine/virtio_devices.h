@@ -22,10 +22,19 @@
 
 namespace dsec::machine {
 
-enum class VirtioDeviceKind { kRng };
+enum class VirtioDeviceKind { kBlock, kVsock, kRng };
+
+// One device to create: its kind and, for the kinds that have one, its configuration.
+struct VirtioDeviceSpec {
+  VirtioDeviceKind kind{};
+  DriveConfig drive;  // kBlock
+  VsockConfig vsock;  // kVsock
+
+  bool operator==(const VirtioDeviceSpec&) const = default;
+};
 
 // The virtio devices `config` asks for, in slot order: device i goes in slot i.
-std::vector<VirtioDeviceKind> virtio_devices(const MachineConfig& config);
+std::vector<VirtioDeviceSpec> virtio_devices(const MachineConfig& config);
 
 // The kernel command-line parameters that announce those devices, space-separated; empty
 // when there are none.
@@ -33,12 +42,12 @@ std::string virtio_cmdline(const MachineConfig& config);
 
 class VirtioDevices {
  public:
-  // Creates `kinds` (slot order) over `memory`, maps each transport on `mmio` and
+  // Creates `specs` (slot order) over `memory`, maps each transport on `mmio` and
   // registers its irqfd and ioeventfds with `vm`. `vm`, `memory` and `mmio` must outlive
   // this object. Nothing runs until start().
   static Result<std::unique_ptr<VirtioDevices>> create(kvm::Vm& vm, GuestMemory& memory,
                                                        devices::Bus& mmio,
-                                                       const std::vector<VirtioDeviceKind>& kinds);
+                                                       const std::vector<VirtioDeviceSpec>& specs);
 
   VirtioDevices(const VirtioDevices&) = delete;
   VirtioDevices& operator=(const VirtioDevices&) = delete;
@@ -60,14 +69,16 @@ class VirtioDevices {
              std::unique_ptr<virtio::VirtioDevice> device);
 
   kvm::Vm& vm_;
+  // First, so that it is destroyed last: the devices use it until they are gone. Its
+  // thread is stopped in the destructor, before anything else goes.
+  io::EventLoopThread loop_thread_;
+  // The only owners of the transports and their devices (the bus holds weak references).
   std::vector<std::shared_ptr<virtio::MmioTransport>> transports_;
   // The transports' interrupt lines hold these too (a transport lives on in the bus).
   std::vector<std::shared_ptr<const io::EventFd>> irq_events_;
   std::vector<std::unique_ptr<io::EventFd>> queue_events_;
   // KVM registrations to undo, in reverse order.
   std::vector<std::function<void()>> unregister_;
-  // Last, so that it is destroyed first: its handlers use the members above.
-  io::EventLoopThread loop_thread_;
 };
 
 }  // namespace dsec::machine

@@ -1,0 +1,126 @@
+// For end-to-end tests: a sandbox — the default image booted by `dsec-vmm run` in the
+// background with a vsock device and the guest agent serving — and a client for its agent.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/dsec_vmm.h"
+#include "vmm/agent/client.h"
+
+namespace dsec::test {
+
+class Sandbox {
+ public:
+  // Boots the default image with `extra_args` for `dsec-vmm run` (drives, say).
+  explicit Sandbox(std::vector<std::string> extra_args = {}) {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dsec-sandbox-" + std::to_string(::getpid()) + "-" + std::to_string(++counter()));
+    std::filesystem::create_directories(dir_);
+    // Unix sockets cannot live on 9p (the test bed's /tmp): /run is a local tmpfs there.
+    const std::filesystem::path socket_dir = ::access("/run", W_OK) == 0 ? "/run" : dir_;
+    vsock_ = (socket_dir / ("dsec-sandbox-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(counter()) + ".vsock"))
+                 .string();
+    console_ = (dir_ / "console.log").string();
+    std::vector<std::string> args{kVmmBinary, "run", "--vcpus", "2", "--memory", "256",
+                                  "--vsock", vsock_, "--append", "dsec.agent",
+                                  "--console", console_};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      const std::string log = (dir_ / "vmm.log").string();
+      std::freopen(log.c_str(), "w", stderr);
+      std::freopen("/dev/null", "r", stdin);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+
+  ~Sandbox() {
+    if (pid_ > 0) {
+      stop(SIGTERM);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+
+  agent::AgentClient client() const {
+    return agent::AgentClient([path = vsock_] { return agent::connect_vsock_uds(path, agent::kAgentPort); });
+  }
+
+  // Waits until the agent answers a health check; false (and the reason in `why`) if the
+  // VMM exited or the deadline passed.
+  bool wait_ready(std::chrono::seconds deadline, std::string& why) {
+    const auto end = std::chrono::steady_clock::now() + deadline;
+    std::string last;
+    while (std::chrono::steady_clock::now() < end) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        why = "dsec-vmm exited before the agent was ready\n" + describe();
+        return false;
+      }
+      if (std::filesystem::exists(vsock_)) {
+        auto h = client().health();
+        if (h) return true;
+        last = h.error().message();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    why = "the agent did not answer within the deadline (last: " + last + ")\n" + describe();
+    return false;
+  }
+
+  // Sends `sig` to the VMM and waits for it; returns its wait status.
+  int stop(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  const std::string& vsock_path() const { return vsock_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  // The guest's console and the VMM's log, for failure messages.
+  std::string describe() const {
+    std::stringstream s;
+    s << "--- console (" << console_ << ")\n" << std::ifstream(console_).rdbuf();
+    s << "\n--- dsec-vmm log\n" << std::ifstream((dir_ / "vmm.log").string()).rdbuf();
+    return s.str();
+  }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+
+  std::filesystem::path dir_;
+  std::string vsock_;
+  std::string console_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace dsec::test
