@@ -1,5 +1,7 @@
 #include "vmm/devices/virtio/block.h"
 
+#include "vmm/devices/virtio/device_signals.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/fs.h>
@@ -285,19 +287,11 @@ void VirtioBlock::Core::signal_if_wanted() {
   if (queue == nullptr) {
     return;
   }
-  // If the rings cannot be read, notify anyway: a spurious interrupt costs the driver little.
-  auto wanted = queue->needs_notification(memory);
-  if (!wanted || *wanted) {
-    interrupt->signal_used_buffer();
-  }
+  signal_used_if_wanted(*queue, memory, *interrupt);
 }
 
 void VirtioBlock::Core::queue_failed(const Error& error) {
-  if (const auto suppressed = fault_log.allow()) {
-    spdlog::warn("virtio-blk {}: the request queue is broken and needs a reset: {}{}", path,
-                 error.message(), suppressed_note(*suppressed));
-  }
-  interrupt->signal_needs_reset();
+  report_broken_queue(*interrupt, fault_log, "virtio-blk " + path, error);
 }
 
 Result<std::unique_ptr<VirtioBlock>> VirtioBlock::create(const std::string& path,

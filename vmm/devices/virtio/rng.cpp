@@ -1,5 +1,7 @@
 #include "vmm/devices/virtio/rng.h"
 
+#include "vmm/devices/virtio/device_signals.h"
+
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 
@@ -53,11 +55,7 @@ void VirtioRng::notify(uint16_t queue) {
     returned = true;
   }
   if (returned) {
-    // If the rings cannot be read, notifying anyway is the safe side.
-    const auto wanted = q.needs_notification(memory_);
-    if (!wanted || *wanted) {
-      interrupt_->signal_used_buffer();
-    }
+    signal_used_if_wanted(q, memory_, *interrupt_);
   }
 }
 
@@ -95,16 +93,7 @@ uint32_t VirtioRng::fill(const DescriptorChain& chain) {
 }
 
 void VirtioRng::report_broken(const Error& error) {
-  // The queue refuses all work until the driver resets the device; tell it so, once.
-  if (!interrupt_->needs_reset()) {
-    interrupt_->signal_needs_reset();
-  }
-  if (auto held_back = log_limiter_.allow()) {
-    spdlog::warn("virtio-rng: the driver broke its queue, the device needs a reset: {}{}",
-                 error.message(),
-                 *held_back != 0 ? fmt::format(" ({} similar messages suppressed)", *held_back)
-                                 : std::string());
-  }
+  report_broken_queue(*interrupt_, log_limiter_, "virtio-rng", error);
 }
 
 }  // namespace dsec::virtio

@@ -1,5 +1,7 @@
 #include "vmm/devices/virtio/vsock/vsock.h"
 
+#include "vmm/devices/virtio/device_signals.h"
+
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -212,24 +214,10 @@ void VirtioVsock::process_rx() {
   }
 }
 
-void VirtioVsock::signal_used(VirtQueue& queue) {
-  // If the rings cannot be read, notifying anyway is the safe side.
-  const auto wanted = queue.needs_notification(memory_);
-  if (!wanted || *wanted) {
-    interrupt_->signal_used_buffer();
-  }
-}
+void VirtioVsock::signal_used(VirtQueue& queue) { signal_used_if_wanted(queue, memory_, *interrupt_); }
 
 void VirtioVsock::report_broken(const Error& error) {
-  if (!interrupt_->needs_reset()) {
-    interrupt_->signal_needs_reset();
-  }
-  if (auto held_back = log_limiter_.allow()) {
-    spdlog::warn("virtio-vsock: the driver broke a queue, the device needs a reset: {}{}",
-                 error.message(),
-                 *held_back != 0 ? fmt::format(" ({} similar messages suppressed)", *held_back)
-                                 : std::string());
-  }
+  report_broken_queue(*interrupt_, log_limiter_, "virtio-vsock", error);
 }
 
 }  // namespace dsec::virtio

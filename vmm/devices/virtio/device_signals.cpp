@@ -1,0 +1,28 @@
+#include "vmm/devices/virtio/device_signals.h"
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+namespace dsec::virtio {
+
+void signal_used_if_wanted(VirtQueue& queue, const GuestMemory& memory, VirtioInterrupt& interrupt) {
+  const auto wanted = queue.needs_notification(memory);
+  if (!wanted || *wanted) {
+    interrupt.signal_used_buffer();
+  }
+}
+
+void report_broken_queue(VirtioInterrupt& interrupt, LogRateLimiter& limiter, std::string_view device,
+                         const Error& error) {
+  if (!interrupt.needs_reset()) {
+    interrupt.signal_needs_reset();
+  }
+  if (auto held_back = limiter.allow()) {
+    spdlog::warn("{}: the driver broke a queue, the device needs a reset: {}{}", device, error.message(),
+                 *held_back != 0 ? fmt::format(" ({} similar messages suppressed)", *held_back)
+                                 : std::string());
+  }
+}
+
+}  // namespace dsec::virtio
