@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <linux/vm_sockets.h>
 #include <unistd.h>
 
 #include <array>
@@ -64,6 +65,20 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port) {
   return fail("the VM's vsock socket " + uds_path + " refused a connection to guest port " +
                   std::to_string(port) + (line.empty() ? "" : " (it said '" + line + "')"),
               "is the guest agent running and listening on that port?");
+}
+
+Result<UniqueFd> connect_vsock(uint32_t cid, uint32_t port) {
+  UniqueFd fd(::socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return fail_errno("socket(AF_VSOCK)", errno, "is the vsock module loaded (vhost_vsock)?");
+  sockaddr_vm addr{};
+  addr.svm_family = AF_VSOCK;
+  addr.svm_cid = cid;
+  addr.svm_port = port;
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return fail_errno("connect to vsock " + std::to_string(cid) + ":" + std::to_string(port), errno,
+                      "is the guest running with that CID, and its agent listening?");
+  }
+  return fd;
 }
 
 Result<HealthReply> AgentClient::health() {

@@ -23,6 +23,10 @@ using Sink = std::function<Status(std::span<const uint8_t>)>;
 // (`CONNECT <port>\n`, answered `OK <n>\n`); the stream is then the guest's.
 Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port);
 
+// Connects straight to guest `cid`:`port` over AF_VSOCK: for VMMs whose vsock is
+// vhost-vsock (QEMU), where the host side is the kernel's.
+Result<UniqueFd> connect_vsock(uint32_t cid, uint32_t port);
+
 class AgentClient {
  public:
   explicit AgentClient(Connector connector) : connector_(std::move(connector)) {}

@@ -1,0 +1,141 @@
+// sandbox_probe: measures a running sandbox through its guest agent, the same way whichever
+// VMM runs it (benchmarks/sandbox-vs-qemu drives it against dsec-vmm and QEMU microvm):
+//   - exec round trip of `true` (connect, exec, exit status back);
+//   - vsock throughput: a command's stdout streamed to the host;
+//   - virtio-blk: sequential 1 MiB reads and writes and 4 KiB random reads (QD1, O_DIRECT),
+//     by the guest's dsec-blkbench, timed from the host less one exec round trip.
+// Prints one JSON object. Reaches the agent through a Firecracker-style vsock Unix socket
+// (--uds) or straight over AF_VSOCK (--cid, for vhost-vsock).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vmm/agent/client.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using dsec::agent::AgentClient;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+struct Run {
+  double ms = 0;
+  uint64_t out_bytes = 0;
+  std::string out;
+  bool ok = false;
+  std::string error;
+};
+
+Run run(AgentClient& client, std::vector<std::string> argv, bool keep_output) {
+  Run r;
+  const auto t0 = Clock::now();
+  auto status = client.exec(
+      {std::move(argv), {}, "", 0, false},
+      [&](std::span<const uint8_t> b) {
+        r.out_bytes += b.size();
+        if (keep_output) r.out.append(b.begin(), b.end());
+        return dsec::ok();
+      },
+      [&](std::span<const uint8_t> b) {
+        r.error.append(b.begin(), b.end());
+        return dsec::ok();
+      });
+  r.ms = ms_since(t0);
+  if (!status) {
+    r.error = status.error().message();
+  } else if (status->kind != dsec::agent::ExitStatus::Kind::kExited || status->code != 0) {
+    r.error += " (exit " + std::to_string(status->code) + ")";
+  } else {
+    r.ok = true;
+  }
+  return r;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+[[noreturn]] void die(const std::string& why) {
+  std::fprintf(stderr, "sandbox_probe: %s\n", why.c_str());
+  std::exit(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string uds, disk = "/dev/vda";
+  uint32_t cid = 0;
+  int execs = 30, stream_mib = 32, disk_mib = 32, rand_ops = 2000, wait_s = 300;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--uds") uds = v;
+    else if (k == "--cid") cid = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--execs") execs = std::stoi(v);
+    else if (k == "--stream-mib") stream_mib = std::stoi(v);
+    else if (k == "--disk") disk = v;
+    else if (k == "--disk-mib") disk_mib = std::stoi(v);
+    else if (k == "--rand-ops") rand_ops = std::stoi(v);
+    else if (k == "--wait") wait_s = std::stoi(v);
+    else die("unknown option " + k);
+  }
+  if (uds.empty() == (cid == 0)) die("give exactly one of --uds PATH and --cid N");
+  AgentClient client([&]() -> dsec::Result<dsec::UniqueFd> {
+    return uds.empty() ? dsec::agent::connect_vsock(cid, dsec::agent::kAgentPort)
+                       : dsec::agent::connect_vsock_uds(uds, dsec::agent::kAgentPort);
+  });
+
+  // Ready: the first health check answered.
+  const auto t0 = Clock::now();
+  std::string last;
+  while (true) {
+    auto h = client.health();
+    if (h) break;
+    last = h.error().message();
+    if (ms_since(t0) > wait_s * 1000.0) die("the agent did not answer: " + last);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double ready_ms = ms_since(t0);
+
+  std::vector<double> rtt;
+  for (int i = 0; i < execs; ++i) {
+    Run r = run(client, {"true"}, false);
+    if (!r.ok) die("exec true: " + r.error);
+    rtt.push_back(r.ms);
+  }
+  const double rtt_ms = median(rtt);
+  std::vector<double> sorted = rtt;
+  std::sort(sorted.begin(), sorted.end());
+  const double rtt_p90 = sorted[sorted.size() * 9 / 10];
+
+  Run stream = run(client, {"head", "-c", std::to_string(static_cast<uint64_t>(stream_mib) << 20), "/dev/zero"}, false);
+  if (!stream.ok || stream.out_bytes != static_cast<uint64_t>(stream_mib) << 20) {
+    die("stream: " + stream.error);
+  }
+  const double stream_mib_s = stream_mib / ((stream.ms - rtt_ms) / 1000.0);
+
+  const auto blk = [&](const char* mode, int n) {
+    Run r = run(client, {"dsec-blkbench", mode, disk, std::to_string(n)}, true);
+    if (!r.ok) die(std::string("dsec-blkbench ") + mode + ": " + r.error);
+    return (r.ms - rtt_ms) / 1000.0;
+  };
+  const double write_s = blk("seqwrite", disk_mib);
+  const double read_s = blk("seqread", disk_mib);
+  const double rand_s = blk("randread", rand_ops);
+
+  std::printf(
+      "{\"ready_ms\": %.1f, \"exec_true_ms\": %.2f, \"exec_true_p90_ms\": %.2f, "
+      "\"vsock_stream_mib_s\": %.1f, \"blk_seqwrite_mib_s\": %.1f, \"blk_seqread_mib_s\": %.1f, "
+      "\"blk_randread_4k_iops\": %.0f}\n",
+      ready_ms, rtt_ms, rtt_p90, stream_mib_s, disk_mib / write_s, disk_mib / read_s,
+      rand_ops / rand_s);
+  return 0;
+}
