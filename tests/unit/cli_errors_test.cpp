@@ -30,6 +30,12 @@ TEST(CliErrors, RunHelpTellsThatTheRngIsOptIn) {
                                  HasSubstr("off by default")));
 }
 
+TEST(CliErrors, RunHelpDescribesNet) {
+  const CommandOutput help = run_command(kVmm + " run --help");
+  EXPECT_EQ(help.exit_status, 0);
+  EXPECT_THAT(help.output, AllOf(HasSubstr("--net"), HasSubstr("virtio-net"), HasSubstr("tap=NAME")));
+}
+
 TEST(CliErrors, SmokeWithoutKvmPrintsWhatToDoOnStderrAndExitsOne) {
   // stderr only: stdout goes to /dev/null.
   const CommandOutput result =

@@ -55,5 +55,26 @@ TEST(MachineVirtioConfig, ValidateCountsTheDeviceParametersInTheCommandLineLengt
   EXPECT_THAT(too_long.error().message(), HasSubstr("shorten --cmdline"));
 }
 
+TEST(MachineVirtioConfig, NetComesAfterVsockAndBeforeRngAndIsValidated) {
+  MachineConfig config = config_with(true, "");
+  config.vsock = VsockConfig{3, "/nonexistent/dsec-test.vsock"};
+  config.net = NetConfig{.tap = "dsectap0", .host_cidr = "10.99.0.1/24", .mac = ""};
+  EXPECT_THAT(virtio_devices(config),
+              ElementsAre(Field(&VirtioDeviceSpec::kind, VirtioDeviceKind::kVsock),
+                          Field(&VirtioDeviceSpec::kind, VirtioDeviceKind::kNet),
+                          Field(&VirtioDeviceSpec::kind, VirtioDeviceKind::kRng)));
+  ASSERT_OK(validate(config));
+  config.net->host_cidr = "10.99.0.1";
+  ASSERT_FALSE(validate(config).has_value());
+  config.net->host_cidr = "";
+  config.net->mac = "01:02:03:04:05:06";  // multicast
+  ASSERT_FALSE(validate(config).has_value());
+  config.net->mac = "52:54:00:00:00:01";
+  config.net->tap = "";
+  ASSERT_FALSE(validate(config).has_value());
+  config.net->tap = "a-name-much-too-long";
+  ASSERT_FALSE(validate(config).has_value());
+}
+
 }  // namespace
 }  // namespace dsec::machine

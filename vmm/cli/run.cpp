@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -38,7 +39,33 @@ struct RunOptions {
   std::vector<std::string> drives;  // PATH[,ro][,id=ID]
   std::string vsock;                // the vsock device's Unix socket; empty: no vsock
   uint64_t vsock_cid = 3;
+  std::string net;  // tap=NAME[,host=A.B.C.D/N][,mac=MAC]; empty: no network
 };
+
+// "tap=NAME[,host=A.B.C.D/N][,mac=MAC]" of --net.
+Result<machine::NetConfig> parse_net(const std::string& spec) {
+  machine::NetConfig net;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string part = spec.substr(start, comma - start);
+    start = comma + 1;
+    if (part.rfind("tap=", 0) == 0) {
+      net.tap = part.substr(4);
+    } else if (part.rfind("host=", 0) == 0) {
+      net.host_cidr = part.substr(5);
+    } else if (part.rfind("mac=", 0) == 0) {
+      net.mac = part.substr(4);
+    } else {
+      return fail("--net " + spec + ": unknown option '" + part + "'",
+                  "give tap=NAME[,host=A.B.C.D/N][,mac=MAC]");
+    }
+  }
+  if (net.tap.empty()) {
+    return fail("--net '" + spec + "' names no TAP", "give tap=NAME[,host=A.B.C.D/N][,mac=MAC]");
+  }
+  return net;
+}
 
 // "PATH[,ro][,id=ID]" of --drive.
 Result<machine::DriveConfig> parse_drive(const std::string& spec) {
@@ -132,6 +159,14 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
     config.drives.push_back(*drive);
   }
   if (!options.vsock.empty()) config.vsock = machine::VsockConfig{options.vsock_cid, options.vsock};
+  if (!options.net.empty()) {
+    auto net = parse_net(options.net);
+    if (!net) {
+      spdlog::error("{}", net.error().message());
+      return 1;
+    }
+    config.net = *net;
+  }
   if (config.kernel_path.empty() || config.initrd_path.empty()) {
     auto image = find_default_image();
     if (!image) {
@@ -216,6 +251,12 @@ void add_run_command(CLI::App& app, CommandAction& action,
                   "'CONNECT P\\n' (dsec-vmm exec does); guest connections to host port P go to "
                   "PATH_P");
   run->add_option("--vsock-cid", options->vsock_cid, "The guest's vsock CID")->capture_default_str();
+  run->add_option("--net", options->net,
+                  "Give the guest a virtio-net device (eth0) on a host TAP: "
+                  "tap=NAME[,host=A.B.C.D/N][,mac=MAC]. The TAP is created if it does not exist "
+                  "(needs CAP_NET_ADMIN and the tun module); host= gives it that IPv4 address "
+                  "and brings it up; the guest configures its side itself. MAC defaults to "
+                  "52:54:00:12:34:56");
   run->callback([&action, options, process_start] {
     action = [options, process_start] { return run_main(*options, process_start); };
   });

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include "vmm/arch/x86_64/layout.h"
+#include "vmm/devices/virtio/net/net.h"
+#include "vmm/devices/virtio/net/tap.h"
 #include "vmm/machine/virtio_devices.h"
 
 namespace dsec::machine {
@@ -69,6 +71,21 @@ Status validate(const MachineConfig& config) {
     if (::lstat(v.uds_path.c_str(), &st) == 0) {
       return fail("--vsock " + v.uds_path + " already exists",
                   "remove it (a VM that ended leaves its socket behind) or choose another path");
+    }
+  }
+  if (config.net) {
+    const auto& n = *config.net;
+    if (n.tap.empty()) return fail("--net needs the TAP's name", "give tap=NAME");
+    if (n.tap.size() > 15) return fail("--net: TAP name '" + n.tap + "' is longer than 15 bytes");
+    if (!n.host_cidr.empty()) {
+      if (auto cidr = virtio::parse_ipv4_cidr(n.host_cidr); !cidr) {
+        return std::unexpected(cidr.error().with_context("--net host="));
+      }
+    }
+    if (!n.mac.empty()) {
+      if (auto mac = virtio::parse_mac(n.mac); !mac) {
+        return std::unexpected(mac.error().with_context("--net mac="));
+      }
     }
   }
   if (virtio_devices(config).size() > x86_64::kMaxVirtioMmioDevices) {

@@ -32,6 +32,16 @@ struct VsockConfig {
   bool operator==(const VsockConfig&) const = default;
 };
 
+// A virtio-net device on a host TAP interface (created if it does not exist).
+struct NetConfig {
+  std::string tap;        // the TAP interface's name
+  std::string host_cidr;  // optional: the host side's IPv4 address, e.g. 10.99.0.1/24
+  std::string mac;        // the guest's MAC address; empty: kDefaultGuestMac
+
+  static constexpr const char* kDefaultGuestMac = "52:54:00:12:34:56";
+  bool operator==(const NetConfig&) const = default;
+};
+
 struct MachineConfig {
   std::string kernel_path;  // ELF vmlinux (PVH or 64-bit entry) or bzImage
   std::string initrd_path;  // optional
@@ -46,9 +56,10 @@ struct MachineConfig {
   bool expect_clean_shutdown_announcement = false;
   std::string kvm_device = "/dev/kvm";
   // virtio devices (machine/virtio_devices.h); each takes the next virtio-mmio slot, in
-  // this order: the drives (the first is the guest's /dev/vda), vsock, rng.
+  // this order: the drives (the first is the guest's /dev/vda), vsock, net, rng.
   std::vector<DriveConfig> drives;
   std::optional<VsockConfig> vsock;
+  std::optional<NetConfig> net;
   bool rng = false;  // virtio-rng: entropy from the host's getrandom()
   // When the VMM process started, for the boot-time figures.
   std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();

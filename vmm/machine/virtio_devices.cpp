@@ -7,6 +7,7 @@
 #include "vmm/arch/x86_64/layout.h"
 #include "vmm/devices/virtio/mmio_cmdline.h"
 #include "vmm/devices/virtio/block.h"
+#include "vmm/devices/virtio/net/net.h"
 #include "vmm/devices/virtio/rng.h"
 #include "vmm/devices/virtio/vsock/vsock.h"
 
@@ -49,6 +50,12 @@ std::vector<VirtioDeviceSpec> virtio_devices(const MachineConfig& config) {
     VirtioDeviceSpec spec;
     spec.kind = VirtioDeviceKind::kVsock;
     spec.vsock = *config.vsock;
+    specs.push_back(spec);
+  }
+  if (config.net) {
+    VirtioDeviceSpec spec;
+    spec.kind = VirtioDeviceKind::kNet;
+    spec.net = *config.net;
     specs.push_back(spec);
   }
   if (config.rng) {
@@ -96,6 +103,16 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
         device = DSEC_TRY(virtio::VirtioVsock::create(specs[i].vsock.guest_cid,
                                                        specs[i].vsock.uds_path, memory, device_loop));
         break;
+      case VirtioDeviceKind::kNet: {
+        const auto& n = specs[i].net;
+        virtio::TapConfig tap;
+        tap.name = n.tap;
+        if (!n.host_cidr.empty()) tap.host_ip = DSEC_TRY(virtio::parse_ipv4_cidr(n.host_cidr));
+        const auto mac =
+            DSEC_TRY(virtio::parse_mac(n.mac.empty() ? NetConfig::kDefaultGuestMac : n.mac));
+        device = DSEC_TRY(virtio::VirtioNet::create(tap, mac, memory, device_loop));
+        break;
+      }
       case VirtioDeviceKind::kRng:
         device = std::make_unique<virtio::VirtioRng>(memory);
         break;

@@ -22,13 +22,14 @@
 
 namespace dsec::machine {
 
-enum class VirtioDeviceKind { kBlock, kVsock, kRng };
+enum class VirtioDeviceKind { kBlock, kVsock, kNet, kRng };
 
 // One device to create: its kind and, for the kinds that have one, its configuration.
 struct VirtioDeviceSpec {
   VirtioDeviceKind kind{};
   DriveConfig drive;  // kBlock
   VsockConfig vsock;  // kVsock
+  NetConfig net;      // kNet
 
   bool operator==(const VirtioDeviceSpec&) const = default;
 };

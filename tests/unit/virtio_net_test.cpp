@@ -1,0 +1,213 @@
+// virtio-net as a guest driver sees it, with a SOCK_SEQPACKET socket pair standing in for
+// the TAP (one frame per read and write, like a TAP): what the host end receives of the
+// guest's tx chains, what lands in the guest's rx buffers, and what malformed chains do.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "tests/support/result_matchers.h"
+#include "tests/support/virtq_driver.h"
+#include "vmm/devices/virtio/net/net.h"
+#include "vmm/io/event_loop.h"
+
+namespace dsec::virtio {
+namespace {
+
+using testing::DriverQueue;
+using testing::kNext;
+using testing::kWrite;
+using testing::QueueLayout;
+using UsedElem = DriverQueue::UsedElem;
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kBuf = 0x10000;
+constexpr MacAddress kMac{0x52, 0x54, 0x00, 0xab, 0xcd, 0xef};
+
+GuestMemory make_memory() {
+  const std::array<GuestRange, 1> ranges{{{0, 1 * kMiB}}};
+  return std::move(GuestMemory::anonymous(ranges).value());
+}
+
+std::vector<uint8_t> frame_of(size_t size, uint8_t seed) {
+  std::vector<uint8_t> frame(size);
+  for (size_t i = 0; i < size; ++i) frame[i] = static_cast<uint8_t>(seed + i);
+  return frame;
+}
+
+class VirtioNetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK(memory_.fill(0, 1 * kMiB, 0));
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+    peer_.reset(fds[1]);
+    auto device = VirtioNet::create_on_fd(UniqueFd(fds[0]), kMac, memory_, loop_);
+    ASSERT_OK(device);
+    net_ = std::move(*device);
+    queues_.push_back(VirtQueue::create(VirtioNet::kQueueSize).value());
+    queues_.push_back(VirtQueue::create(VirtioNet::kQueueSize).value());
+    queues_[0].state() = rx_.queue_state(false, true);
+    queues_[1].state() = tx_.queue_state(false, true);
+    ASSERT_OK(queues_[0].validate(memory_));
+    ASSERT_OK(queues_[1].validate(memory_));
+    ASSERT_OK(net_->activate(queues_, net_->features(), interrupt_));
+    pump();
+  }
+  void TearDown() override {
+    if (net_) net_->reset();
+    net_.reset();
+  }
+
+  void pump() {
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_OK(loop_.run_once(std::chrono::milliseconds(5)));
+    }
+  }
+  void send_from_host(const std::vector<uint8_t>& frame) {
+    ASSERT_EQ(::send(peer_.get(), frame.data(), frame.size(), 0), static_cast<ssize_t>(frame.size()));
+  }
+  std::vector<uint8_t> bytes_at(uint64_t gpa, uint64_t len) {
+    std::vector<uint8_t> out(len);
+    EXPECT_TRUE(memory_.read(gpa, out).has_value());
+    return out;
+  }
+
+  GuestMemory memory_ = make_memory();
+  io::EventLoop loop_ = std::move(io::EventLoop::create().value());
+  DriverQueue rx_{memory_, QueueLayout{.size = 8, .desc = 0x1000, .avail = 0x2000, .used = 0x3000}};
+  DriverQueue tx_{memory_, QueueLayout{.size = 8, .desc = 0x4000, .avail = 0x5000, .used = 0x6000}};
+  std::vector<VirtQueue> queues_;
+  int raised_ = 0;
+  std::shared_ptr<VirtioInterrupt> interrupt_ =
+      std::make_shared<VirtioInterrupt>([this](bool raised) { raised_ += raised ? 1 : 0; });
+  UniqueFd peer_;
+  std::unique_ptr<VirtioNet> net_;
+};
+
+TEST_F(VirtioNetTest, IsANetDeviceWithMacAndLinkUpStatus) {
+  EXPECT_EQ(net_->device_type(), 1u);
+  EXPECT_THAT(net_->queue_max_sizes(), ::testing::ElementsAre(256, 256));
+  EXPECT_NE(net_->features() & (uint64_t{1} << 5), 0u);
+  EXPECT_NE(net_->features() & (uint64_t{1} << 16), 0u);
+  std::array<uint8_t, 8> config{};
+  net_->read_config(0, config);
+  EXPECT_THAT(config, ::testing::ElementsAre(0x52, 0x54, 0x00, 0xab, 0xcd, 0xef, 1, 0));
+}
+
+TEST_F(VirtioNetTest, TxFrameReachesTheTapWithoutTheHeader) {
+  const auto frame = frame_of(60, 7);
+  ASSERT_OK(memory_.fill(kBuf, VirtioNet::kHeaderSize, 0xee));
+  ASSERT_OK(memory_.write(kBuf + 0x100, frame));
+  tx_.set_desc(0, kBuf, VirtioNet::kHeaderSize, kNext, 1);
+  tx_.set_desc(1, kBuf + 0x100, static_cast<uint32_t>(frame.size()), 0);
+  tx_.publish(0);
+  net_->notify(VirtioNet::kTxQueue);
+  pump();
+  std::vector<uint8_t> got(70000);
+  const ssize_t n = ::recv(peer_.get(), got.data(), got.size(), 0);
+  ASSERT_EQ(n, static_cast<ssize_t>(frame.size()));
+  got.resize(static_cast<size_t>(n));
+  EXPECT_EQ(got, frame);
+  EXPECT_EQ(tx_.used_idx(), 1);
+  EXPECT_EQ(tx_.used_elem(0), (UsedElem{0, 0}));
+  EXPECT_GT(raised_, 0);
+  EXPECT_FALSE(interrupt_->needs_reset());
+}
+
+TEST_F(VirtioNetTest, RxFrameLandsAfterAHeaderWithOneBuffer) {
+  ASSERT_OK(memory_.fill(kBuf, 4096, 0xee));
+  rx_.set_desc(0, kBuf, 2048, kWrite);
+  rx_.publish(0);
+  net_->notify(VirtioNet::kRxQueue);
+  pump();
+  const auto frame = frame_of(100, 3);
+  send_from_host(frame);
+  pump();
+  ASSERT_EQ(rx_.used_idx(), 1);
+  EXPECT_EQ(rx_.used_elem(0), (UsedElem{0, 112}));
+  std::vector<uint8_t> header(12, 0);
+  header[10] = 1;
+  EXPECT_EQ(bytes_at(kBuf, 12), header);
+  EXPECT_EQ(bytes_at(kBuf + 12, 100), frame);
+  EXPECT_GT(raised_, 0);
+}
+
+TEST_F(VirtioNetTest, RxFrameWaitsForABufferUntilTheGuestNotifies) {
+  const auto frame = frame_of(80, 9);
+  send_from_host(frame);
+  pump();
+  EXPECT_EQ(rx_.used_idx(), 0);
+  // A chain split across two buffers, the header alone in the first.
+  rx_.set_desc(0, kBuf, 12, kWrite | kNext, 1);
+  rx_.set_desc(1, kBuf + 0x1000, 1500, kWrite);
+  rx_.publish(0);
+  net_->notify(VirtioNet::kRxQueue);
+  pump();
+  ASSERT_EQ(rx_.used_idx(), 1);
+  EXPECT_EQ(rx_.used_elem(0), (UsedElem{0, 92}));
+  EXPECT_EQ(bytes_at(kBuf + 0x1000, 80), frame);
+  // And the TAP is watched again.
+  const auto second = frame_of(60, 1);
+  rx_.set_desc(2, kBuf + 0x2000, 2048, kWrite);
+  rx_.publish(2);
+  send_from_host(second);
+  pump();
+  ASSERT_EQ(rx_.used_idx(), 2);
+  EXPECT_EQ(bytes_at(kBuf + 0x2000 + 12, 60), second);
+}
+
+TEST_F(VirtioNetTest, AFrameTooBigForTheRxChainIsDropped) {
+  rx_.set_desc(0, kBuf, 64, kWrite);
+  rx_.set_desc(1, kBuf + 0x1000, 2048, kWrite);
+  rx_.publish(0);
+  rx_.publish(1);
+  net_->notify(VirtioNet::kRxQueue);
+  pump();
+  send_from_host(frame_of(100, 1));
+  pump();
+  ASSERT_EQ(rx_.used_idx(), 1);
+  EXPECT_EQ(rx_.used_elem(0), (UsedElem{0, 0}));
+  const auto next = frame_of(50, 2);
+  send_from_host(next);
+  pump();
+  ASSERT_EQ(rx_.used_idx(), 2);
+  EXPECT_EQ(rx_.used_elem(1), (UsedElem{1, 62}));
+  EXPECT_EQ(bytes_at(kBuf + 0x1000 + 12, 50), next);
+  EXPECT_FALSE(interrupt_->needs_reset());
+}
+
+TEST_F(VirtioNetTest, ATxChainShorterThanTheHeaderBreaksTheQueue) {
+  tx_.set_desc(0, kBuf, 8, 0);
+  tx_.publish(0);
+  net_->notify(VirtioNet::kTxQueue);
+  pump();
+  EXPECT_TRUE(interrupt_->needs_reset());
+  EXPECT_EQ(tx_.used_idx(), 0);
+  std::array<uint8_t, 16> got{};
+  EXPECT_LT(::recv(peer_.get(), got.data(), got.size(), 0), 0);
+}
+
+TEST(VirtioNetParse, MacAndCidr) {
+  auto mac = parse_mac("52:54:00:12:34:56");
+  ASSERT_OK(mac);
+  EXPECT_EQ(format_mac(*mac), "52:54:00:12:34:56");
+  EXPECT_FALSE(parse_mac("52:54:00:12:34").has_value());
+  EXPECT_FALSE(parse_mac("01:00:00:00:00:00").has_value());
+  auto cidr = parse_ipv4_cidr("10.99.3.1/24");
+  ASSERT_OK(cidr);
+  EXPECT_EQ(cidr->address, 0x0a630301u);
+  EXPECT_EQ(cidr->prefix, 24);
+  EXPECT_FALSE(parse_ipv4_cidr("10.99.3.1").has_value());
+  EXPECT_FALSE(parse_ipv4_cidr("10.99.3.1/33").has_value());
+}
+
+}  // namespace
+}  // namespace dsec::virtio

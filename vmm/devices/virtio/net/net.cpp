@@ -1,0 +1,349 @@
+#include "vmm/devices/virtio/net/net.h"
+
+#include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "vmm/devices/virtio/device_signals.h"
+
+namespace dsec::virtio {
+
+Result<MacAddress> parse_mac(const std::string& text) {
+  MacAddress mac{};
+  unsigned int b[6];
+  char extra = 0;
+  if (text.size() != 17 ||
+      std::sscanf(text.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
+                  &b[5], &extra) != 6) {
+    return fail("'" + text + "' is not a MAC address", "write six hex bytes: 52:54:00:12:34:56");
+  }
+  for (size_t i = 0; i < 6; ++i) {
+    mac[i] = static_cast<uint8_t>(b[i]);
+  }
+  if ((mac[0] & 1) != 0) {
+    return fail("MAC address " + text + " is a multicast address",
+                "give a unicast one (the first byte even)");
+  }
+  return mac;
+}
+
+std::string format_mac(const MacAddress& mac) {
+  char out[18];
+  std::snprintf(out, sizeof(out), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3],
+                mac[4], mac[5]);
+  return out;
+}
+
+VirtioNet::VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop,
+                     io::EventFd kick)
+    : fd_(std::move(fd)),
+      mac_(mac),
+      memory_(memory),
+      loop_(loop),
+      kick_(std::move(kick)),
+      frame_(kMaxFrameSize) {}
+
+Result<std::unique_ptr<VirtioNet>> VirtioNet::create(const TapConfig& tap, const MacAddress& mac,
+                                                     GuestMemory& memory, io::EventLoop& loop) {
+  auto opened = Tap::open(tap);
+  if (!opened) {
+    return std::unexpected(opened.error().with_context("virtio-net"));
+  }
+  spdlog::debug("virtio-net: TAP {}, guest MAC {}", opened->name(), format_mac(mac));
+  // The Tap's fd moves into the device; the Tap object itself holds nothing else.
+  return create_on_fd(UniqueFd(::fcntl(opened->fd(), F_DUPFD_CLOEXEC, 0)), mac, memory, loop);
+}
+
+Result<std::unique_ptr<VirtioNet>> VirtioNet::create_on_fd(UniqueFd fd, const MacAddress& mac,
+                                                           GuestMemory& memory,
+                                                           io::EventLoop& loop) {
+  if (!fd) {
+    return fail_errno("virtio-net: the TAP fd", errno);
+  }
+  auto kick = DSEC_TRY(io::EventFd::create());
+  std::unique_ptr<VirtioNet> device(
+      new VirtioNet(std::move(fd), mac, memory, loop, std::move(kick)));
+  VirtioNet* self = device.get();
+  device->kick_watch_ = DSEC_TRY(loop.add_fd_watch(device->kick_.fd(), [self] { self->on_kick(); }));
+  // The TAP is watched from activation on (on_kick()).
+  return device;
+}
+
+VirtioNet::~VirtioNet() {
+  if (kick_watch_) {
+    static_cast<void>(loop_.remove_watch(*kick_watch_));
+  }
+  unwatch_tap();
+}
+
+uint64_t VirtioNet::features() const {
+  // VirtQueue::pop() handles indirect descriptors and event idx.
+  return feature_bit(kNetFeatureMac) | feature_bit(kNetFeatureStatus) |
+         feature_bit(kFeatureIndirectDesc) | feature_bit(kFeatureEventIdx);
+}
+
+void VirtioNet::read_config(uint64_t offset, std::span<uint8_t> data) const {
+  std::array<uint8_t, kConfigSize> config{};
+  std::copy(mac_.begin(), mac_.end(), config.begin());
+  const uint16_t status = kNetStatusLinkUp;  // le16 on a little-endian host
+  std::memcpy(config.data() + 6, &status, sizeof(status));
+  copy_config(config, offset, data);
+}
+
+Status VirtioNet::activate(std::span<VirtQueue> queues, uint64_t /*features*/,
+                           std::shared_ptr<VirtioInterrupt> interrupt) {
+  if (queues.size() != 2) {
+    return fail("virtio-net: activated with " + std::to_string(queues.size()) +
+                " queues instead of 2");
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    queues_ = queues;
+    interrupt_ = std::move(interrupt);
+    frame_pending_ = false;
+    pending_queues_ |= 1U << kRxQueue;  // starts watching the TAP
+  }
+  // Fails only if the counter would overflow, in which case a kick is pending anyway.
+  static_cast<void>(kick_.signal());
+  return ok();
+}
+
+void VirtioNet::reset() {
+  const std::lock_guard lock(mutex_);
+  queues_ = {};
+  interrupt_.reset();
+  frame_pending_ = false;
+  pending_queues_ = 0;
+  // The TAP watch, if any, finds the device inactive and stops itself.
+}
+
+void VirtioNet::notify(uint16_t queue) {
+  if (queue >= 2) {
+    return;
+  }
+  if (std::this_thread::get_id() == loop_thread_.load(std::memory_order_relaxed)) {
+    const std::lock_guard lock(mutex_);
+    serve(queue);
+    return;
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    pending_queues_ |= 1U << queue;
+  }
+  static_cast<void>(kick_.signal());
+}
+
+void VirtioNet::on_kick() {
+  loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  static_cast<void>(kick_.consume());
+  const std::lock_guard lock(mutex_);
+  const uint32_t pending = std::exchange(pending_queues_, 0);
+  for (uint16_t q = 0; q < 2; ++q) {
+    if ((pending & (1U << q)) != 0) {
+      serve(q);
+    }
+  }
+}
+
+void VirtioNet::on_tap_readable() {
+  loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  const std::lock_guard lock(mutex_);
+  process_rx();
+}
+
+void VirtioNet::serve(uint16_t queue) {
+  if (!interrupt_) {
+    return;  // not active
+  }
+  if (queue == kTxQueue) {
+    process_tx();
+  } else {
+    process_rx();
+  }
+}
+
+void VirtioNet::process_tx() {
+  VirtQueue& q = queues_[kTxQueue];
+  bool returned = false;
+  for (;;) {
+    auto chain = q.pop(memory_);
+    if (!chain) {
+      report_broken(chain.error());
+      break;
+    }
+    if (!chain->has_value()) {
+      break;
+    }
+    const DescriptorChain& c = **chain;
+    const uint64_t readable = c.readable_bytes();
+    if (readable < kHeaderSize || readable - kHeaderSize > kMaxFrameSize) {
+      report_broken(Error("virtio-net: tx chain " + std::to_string(c.head) + " holds " +
+                              std::to_string(readable) + " bytes, not a " +
+                              std::to_string(kHeaderSize) + "-byte header and a frame of at most " +
+                              std::to_string(kMaxFrameSize),
+                          0, {}));
+      break;
+    }
+    // The frame, gathered past the header.
+    std::vector<iovec> iov;
+    uint64_t skip = kHeaderSize;
+    bool bad = false;
+    for (const GuestRange& buffer : c.readable) {
+      if (skip >= buffer.size) {
+        skip -= buffer.size;
+        continue;
+      }
+      auto bytes = memory_.span(buffer.base + skip, buffer.size - skip);
+      skip = 0;
+      if (!bytes) {
+        bad = true;
+        break;
+      }
+      iov.push_back({bytes->data(), bytes->size()});
+    }
+    if (bad) {
+      report_broken(Error("virtio-net: tx chain outside guest memory", 0, {}));
+      break;
+    }
+    if (!iov.empty()) {
+      ssize_t n;
+      do {
+        n = ::writev(fd_.get(), iov.data(), static_cast<int>(iov.size()));
+      } while (n < 0 && errno == EINTR);
+      if (n < 0 && log_limiter_.allow()) {
+        // EAGAIN: the TAP's queue is full; the frame is dropped, as a busy link would.
+        spdlog::warn("virtio-net: sending a frame: {}; dropped", std::strerror(errno));
+      }
+    }
+    if (auto added = q.add_used(memory_, c.head, 0); !added) {
+      report_broken(added.error());
+      break;
+    }
+    returned = true;
+  }
+  if (returned) {
+    signal_used_if_wanted(q, memory_, *interrupt_);
+  }
+}
+
+void VirtioNet::process_rx() {
+  if (!interrupt_) {
+    unwatch_tap();  // inactive: frames wait in the TAP until activate()
+    return;
+  }
+  if (!tap_watch_) {
+    watch_tap();
+  }
+  VirtQueue& q = queues_[kRxQueue];
+  bool returned = false;
+  for (;;) {
+    if (!frame_pending_) {
+      ssize_t n;
+      do {
+        n = ::read(fd_.get(), frame_.data(), frame_.size());
+      } while (n < 0 && errno == EINTR);
+      if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && log_limiter_.allow()) {
+          spdlog::warn("virtio-net: reading from the TAP: {}", std::strerror(errno));
+        }
+        break;
+      }
+      if (n == 0) {
+        // The other end is gone (a socket in tests); stop polling what stays readable.
+        unwatch_tap();
+        break;
+      }
+      frame_len_ = static_cast<size_t>(n);
+      frame_pending_ = true;
+    }
+    auto chain = q.pop(memory_);
+    if (!chain) {
+      report_broken(chain.error());
+      unwatch_tap();
+      break;
+    }
+    if (!chain->has_value()) {
+      // No buffer: keep the frame and wait for the guest's rx notification.
+      unwatch_tap();
+      break;
+    }
+    const DescriptorChain& c = **chain;
+    uint32_t written = 0;
+    if (c.writable_bytes() >= kHeaderSize + frame_len_) {
+      std::array<uint8_t, kHeaderSize> header{};
+      header[10] = 1;  // num_buffers (le16)
+      const std::span<const uint8_t> parts[2] = {header, std::span(frame_.data(), frame_len_)};
+      size_t part = 0;
+      size_t part_off = 0;
+      for (const GuestRange& buffer : c.writable) {
+        uint64_t buf_off = 0;
+        while (part < 2 && buf_off < buffer.size) {
+          const size_t n = std::min<uint64_t>(buffer.size - buf_off, parts[part].size() - part_off);
+          if (n > 0 &&
+              !memory_.write(buffer.base + buf_off, parts[part].subspan(part_off, n))) {
+            break;
+          }
+          buf_off += n;
+          part_off += n;
+          written += static_cast<uint32_t>(n);
+          if (part_off == parts[part].size()) {
+            ++part;
+            part_off = 0;
+          }
+        }
+        if (part == 2) {
+          break;
+        }
+      }
+      if (written != kHeaderSize + frame_len_) {
+        written = 0;
+      }
+    } else if (log_limiter_.allow()) {
+      spdlog::warn("virtio-net: a {}-byte frame does not fit rx chain {} ({} bytes); dropped",
+                   frame_len_, c.head, c.writable_bytes());
+    }
+    frame_pending_ = false;
+    if (auto added = q.add_used(memory_, c.head, written); !added) {
+      report_broken(added.error());
+      unwatch_tap();
+      break;
+    }
+    returned = true;
+  }
+  if (returned) {
+    signal_used_if_wanted(q, memory_, *interrupt_);
+  }
+}
+
+void VirtioNet::watch_tap() {
+  if (tap_watch_) {
+    return;
+  }
+  auto watch = loop_.add_fd_watch(fd_.get(), [this] { on_tap_readable(); });
+  if (!watch) {
+    if (log_limiter_.allow()) {
+      spdlog::warn("virtio-net: watching the TAP: {}", watch.error().message());
+    }
+    return;
+  }
+  tap_watch_ = *watch;
+}
+
+void VirtioNet::unwatch_tap() {
+  if (tap_watch_) {
+    static_cast<void>(loop_.remove_watch(*tap_watch_));
+    tap_watch_.reset();
+  }
+}
+
+void VirtioNet::report_broken(const Error& error) {
+  report_broken_queue(*interrupt_, log_limiter_, "virtio-net", error);
+}
+
+}  // namespace dsec::virtio

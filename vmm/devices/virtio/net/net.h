@@ -1,0 +1,120 @@
+// virtio-net (virtio 1.2, 5.1) on a host TAP device (tap.h): one rx (0) and one tx (1)
+// queue, no control queue, no offloads. The configuration space is the MAC address and
+// the link status (always up). With VIRTIO_F_VERSION_1 every frame on either queue comes
+// after a 12-byte struct virtio_net_hdr (num_buffers included); the device sends the frame
+// to the TAP without it, and gives every received frame a zeroed header with num_buffers 1.
+//
+// Threading: all the device's work runs on the VM's event loop, under the device's lock:
+// the TAP fd is watched there, and notify() from the loop thread (the machine's ioeventfd
+// handlers) serves the queue at once. A notify() from any other thread (a vCPU's
+// QueueNotify write that bypassed the ioeventfd) is passed to the loop through the
+// device's own eventfd. activate() and reset() may come from a vCPU thread. When the guest
+// has no rx buffer, the device keeps the frame it read, stops watching the TAP (so the
+// kernel queues, then drops, what follows), and resumes when the guest notifies the rx
+// queue. The loop and the guest memory must outlive the device, and the device must be
+// destroyed on the loop thread or while the loop is not running.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vmm/common/error.h"
+#include "vmm/common/log_rate_limiter.h"
+#include "vmm/common/unique_fd.h"
+#include "vmm/devices/virtio/net/tap.h"
+#include "vmm/devices/virtio/virtio_device.h"
+#include "vmm/io/event_fd.h"
+#include "vmm/io/event_loop.h"
+#include "vmm/memory/guest_memory.h"
+
+namespace dsec::virtio {
+
+// Feature bits (5.1.3).
+inline constexpr unsigned kNetFeatureMac = 5;
+inline constexpr unsigned kNetFeatureStatus = 16;
+inline constexpr uint16_t kNetStatusLinkUp = 1;
+
+using MacAddress = std::array<uint8_t, 6>;
+
+// Parses "aa:bb:cc:dd:ee:ff".
+Result<MacAddress> parse_mac(const std::string& text);
+std::string format_mac(const MacAddress& mac);
+
+class VirtioNet final : public VirtioDevice {
+ public:
+  static constexpr uint16_t kRxQueue = 0;
+  static constexpr uint16_t kTxQueue = 1;
+  static constexpr uint16_t kQueueSize = 256;
+  static constexpr uint64_t kConfigSize = 8;  // u8 mac[6]; le16 status
+  static constexpr uint32_t kHeaderSize = 12;  // struct virtio_net_hdr with num_buffers
+  // The largest frame either way: 64 KiB plus an Ethernet and a VLAN header.
+  static constexpr uint32_t kMaxFrameSize = 65550;
+
+  // Opens (or creates) the TAP and registers the device's watches on `loop`: call it on
+  // the loop's thread, or before the loop runs.
+  static Result<std::unique_ptr<VirtioNet>> create(const TapConfig& tap, const MacAddress& mac,
+                                                   GuestMemory& memory, io::EventLoop& loop);
+  // The same on an fd already open that carries one Ethernet frame per read and write,
+  // non-blocking (a TAP, or in tests a SOCK_SEQPACKET socket).
+  static Result<std::unique_ptr<VirtioNet>> create_on_fd(UniqueFd fd, const MacAddress& mac,
+                                                         GuestMemory& memory, io::EventLoop& loop);
+  ~VirtioNet() override;
+  VirtioNet(const VirtioNet&) = delete;
+  VirtioNet& operator=(const VirtioNet&) = delete;
+
+  uint32_t device_type() const override { return kDeviceIdNet; }
+  uint64_t features() const override;
+  std::vector<uint16_t> queue_max_sizes() const override { return {kQueueSize, kQueueSize}; }
+  void read_config(uint64_t offset, std::span<uint8_t> data) const override;
+  void write_config(uint64_t, std::span<const uint8_t>) override {}  // mac is read-only
+  Status activate(std::span<VirtQueue> queues, uint64_t features,
+                  std::shared_ptr<VirtioInterrupt> interrupt) override;
+  void reset() override;
+  void notify(uint16_t queue) override;
+
+  const MacAddress& mac() const { return mac_; }
+
+ private:
+  VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop,
+            io::EventFd kick);
+
+  // On the loop thread.
+  void on_kick();
+  void on_tap_readable();
+  // With mutex_ held, on the loop thread.
+  void serve(uint16_t queue);
+  void process_tx();
+  void process_rx();
+  void watch_tap();
+  void unwatch_tap();
+  void report_broken(const Error& error);
+
+  UniqueFd fd_;
+  const MacAddress mac_;
+  GuestMemory& memory_;
+  io::EventLoop& loop_;
+  io::EventFd kick_;
+  std::optional<io::WatchId> kick_watch_;
+  std::optional<io::WatchId> tap_watch_;  // absent while rx waits for guest buffers
+  std::atomic<std::thread::id> loop_thread_{};
+
+  std::mutex mutex_;
+  std::span<VirtQueue> queues_;
+  std::shared_ptr<VirtioInterrupt> interrupt_;
+  uint32_t pending_queues_ = 0;  // notify() bits the loop has yet to serve
+  std::vector<uint8_t> frame_;   // a frame read from the TAP, not yet delivered
+  size_t frame_len_ = 0;
+  bool frame_pending_ = false;
+  std::vector<uint8_t> tx_scratch_;
+  LogRateLimiter log_limiter_;
+};
+
+}  // namespace dsec::virtio

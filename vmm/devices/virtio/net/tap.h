@@ -1,0 +1,49 @@
+// A Linux TAP device (Documentation/networking/tuntap.rst): Ethernet frames, one per
+// read(2)/write(2), with no packet-information prefix (IFF_NO_PI). The fd is non-blocking.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "vmm/common/error.h"
+#include "vmm/common/unique_fd.h"
+
+namespace dsec::virtio {
+
+// The host side's IPv4 address, e.g. 10.99.0.1/24.
+struct Ipv4Cidr {
+  uint32_t address = 0;  // host byte order
+  uint8_t prefix = 0;    // 0..32
+
+  bool operator==(const Ipv4Cidr&) const = default;
+};
+
+// Parses "A.B.C.D/N" (N in 0..32).
+Result<Ipv4Cidr> parse_ipv4_cidr(const std::string& text);
+
+struct TapConfig {
+  std::string name;                 // empty: the kernel picks one (tapN)
+  std::optional<Ipv4Cidr> host_ip;  // set on the interface, which is then brought up
+
+  bool operator==(const TapConfig&) const = default;
+};
+
+class Tap {
+ public:
+  // Opens /dev/net/tun and attaches to (or creates) the TAP `config.name`; with host_ip,
+  // gives the interface that address and brings it up. Needs CAP_NET_ADMIN unless the
+  // interface exists and belongs to the caller.
+  static Result<Tap> open(const TapConfig& config);
+
+  int fd() const { return fd_.get(); }
+  const std::string& name() const { return name_; }
+
+ private:
+  Tap(UniqueFd fd, std::string name) : fd_(std::move(fd)), name_(std::move(name)) {}
+
+  UniqueFd fd_;
+  std::string name_;
+};
+
+}  // namespace dsec::virtio
