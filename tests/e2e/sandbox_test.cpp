@@ -53,7 +53,8 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
 
   // 10 MiB through stdout, byte for byte.
   auto big = exec(client, {{"seq", "1", "1500000"}, {}, "", 0, false});
-  ASSERT_TRUE(big.status.has_value()) << big.status.error().message();
+  ASSERT_TRUE(big.status.has_value()) << big.status.error().message() << " after "
+                                       << big.out.size() << " bytes\n" << vm.describe();
   std::string want;
   for (int i = 1; i <= 1500000; ++i) want += std::to_string(i) + "\n";
   EXPECT_EQ(big.out.size(), want.size());
@@ -77,7 +78,7 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
 
   // A timeout that fires.
   auto slow = exec(client, {{"sleep", "60"}, {}, "", 1000, false});
-  ASSERT_TRUE(slow.status.has_value()) << slow.status.error().message();
+  ASSERT_TRUE(slow.status.has_value()) << slow.status.error().message() << vm.describe();
   EXPECT_EQ(slow.status->kind, agent::ExitStatus::Kind::kTimedOut);
   const ProcessOutput slow_cli = run_vmm({"exec", "--timeout", "1", vm.vsock_path(), "--", "sleep", "60"}, 120s);
   EXPECT_EQ(slow_cli.exit_status, 124) << slow_cli.describe();
@@ -93,7 +94,8 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   }
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < results.size(); ++i) {
-    ASSERT_TRUE(results[i].status.has_value()) << i << ": " << results[i].status.error().message();
+    ASSERT_TRUE(results[i].status.has_value())
+        << i << ": " << results[i].status.error().message() << vm.describe();
     EXPECT_EQ(results[i].out, "stream-" + std::to_string(i) + "\n");
     EXPECT_EQ(results[i].status->code, 0);
   }
@@ -116,7 +118,7 @@ TEST(Sandbox, DataTheGuestSyncedToADiskIsOnTheHostAfterSigkill) {
                           "yes DSEC-BLOCK-PATTERN | head -c 1048576 | "
                           "dd of=/dev/vda bs=65536 seek=16 conv=fsync 2>&1"},
                          {}, "", 0, false});
-  ASSERT_TRUE(w.status.has_value()) << w.status.error().message();
+  ASSERT_TRUE(w.status.has_value()) << w.status.error().message() << vm.describe();
   ASSERT_EQ(w.status->code, 0) << w.out << w.err;
 
   const int status = vm.stop(SIGKILL);

@@ -338,6 +338,27 @@ TEST_P(VirtioVsockTest, HostConnectsExchangesDataBothWaysAndCloses) {
   EXPECT_TRUE(wait_until([&] { return device_->connection_count() == 0; }));
 }
 
+// The guest's close (SHUTDOWN both) may come while its data still waits in the device for
+// a host that reads slowly: every byte reaches the host before end of file, then RST.
+TEST_P(VirtioVsockTest, GuestDataStillBufferedWhenTheGuestClosesReachesTheHostFirst) {
+  auto [host, host_port] = host_connect(1234);
+  ASSERT_NE(host_port, 0U);
+  std::string sent;
+  // More than a Unix socket's default buffer (about 208 KiB) takes, within the stream's
+  // 256 KiB credit, while the host reads nothing.
+  for (int i = 0; i < 60; ++i) {
+    const std::string chunk(4096, static_cast<char>('a' + i % 26));
+    send(to_host(vsock::kOpRw, 1234, host_port), chunk);
+    sent += chunk;
+  }
+  VsockHeader shutdown = to_host(vsock::kOpShutdown, 1234, host_port);
+  shutdown.flags = vsock::kShutdownBoth;
+  send(shutdown);
+  std::this_thread::sleep_for(100ms);  // let the device handle the shutdown first
+  EXPECT_TRUE(host.read_exact(sent.size()) == sent) << "the host lost data the guest sent";
+  EXPECT_TRUE(host.at_eof());
+}
+
 TEST_P(VirtioVsockTest, DataTheHostWroteAfterTheConnectLineIsTheStreamsFirstData) {
   HostSocket host = HostSocket::connect_to(uds_);
   host.write("CONNECT 52\nearly bytes");

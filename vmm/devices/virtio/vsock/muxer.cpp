@@ -237,9 +237,16 @@ void Muxer::on_guest_packet(GuestMemory& memory, const TxPacket& packet) {
       break;
     case kOpShutdown:
       if (e.conn.on_peer_shutdown(h.flags) == kShutdownBoth) {
-        // The guest closed: it waits for our RST (Linux, virtio_transport_close).
+        // The guest closed: it waits for our RST (Linux, virtio_transport_close). What it
+        // sent before must reach the host first, so with data still buffered the stream
+        // ends when the socket has taken it (flush_tx). A guest that stops waiting sends
+        // RST, which ends it at once.
         flush_tx(e);
-        kill(e);
+        if (e.tx_buf.empty() || !e.fd) {
+          kill(e);
+        } else {
+          e.close_when_drained = true;
+        }
       } else if ((h.flags & kShutdownSend) != 0) {
         e.shut_wr_pending = true;
         flush_tx(e);
@@ -373,6 +380,10 @@ void Muxer::flush_tx(Entry& e) {
   if (e.tx_buf.empty() && e.shut_wr_pending) {
     e.shut_wr_pending = false;
     ::shutdown(e.fd.get(), SHUT_WR);
+  }
+  if (e.tx_buf.empty() && e.close_when_drained) {
+    e.close_when_drained = false;
+    kill(e);
   }
 }
 

@@ -95,6 +95,9 @@ class Muxer {
     std::vector<uint8_t> tx_buf;
     size_t tx_uncounted = 0;
     bool shut_wr_pending = false;  // the guest sends no more: shut the socket once drained
+    // The guest closed the stream with data still in tx_buf: end the stream (RST to the
+    // guest, close the socket) once the host has taken it all.
+    bool close_when_drained = false;
   };
   struct PendingHost {
     UniqueFd fd;
