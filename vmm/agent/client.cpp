@@ -121,23 +121,31 @@ Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& 
   const UniqueFd fd = DSEC_TRY(connector_());
   const uint32_t id = next_id_++;
   FrameReader reader(fd.get());
-  DSEC_TRY(send_frame(fd.get(), MessageType::kWriteFile, id, encode(WriteFileRequest{guest_path, mode, size})));
+  // The agent refuses a file (no such directory, say) by answering at once and closing, so
+  // a send may fail: its answer, when there is one, says why.
+  const auto send_or_answer = [&](MessageType type, std::span<const uint8_t> payload) -> Status {
+    if (auto s = send_frame(fd.get(), type, id, payload); !s) {
+      auto f = reader.next();
+      if (f && *f) return unexpected_frame(**f, "file copy");
+      return s;
+    }
+    return ok();
+  };
+  DSEC_TRY(send_or_answer(MessageType::kWriteFile, encode(WriteFileRequest{guest_path, mode, size})));
   std::array<uint8_t, kMaxChunk> buf{};
   uint64_t sent = 0;
   while (sent < size) {
     const ssize_t n = ::read(source_fd, buf.data(), std::min<uint64_t>(buf.size(), size - sent));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return fail_errno("reading the file to copy into the guest", errno);
-    if (n == 0) return fail("the file to copy into the guest ended after " + std::to_string(sent) + " of " + std::to_string(size) + " bytes");
-    if (auto s = send_frame(fd.get(), MessageType::kFileData, id, std::span(buf.data(), static_cast<size_t>(n))); !s) {
-      // The agent may have refused the file and closed: its answer says why.
-      auto f = reader.next();
-      if (f && *f) return unexpected_frame(**f, "file copy");
-      return s;
+    if (n == 0) {
+      return fail("the file to copy into the guest ended after " + std::to_string(sent) + " of " +
+                  std::to_string(size) + " bytes");
     }
+    DSEC_TRY(send_or_answer(MessageType::kFileData, std::span(buf.data(), static_cast<size_t>(n))));
     sent += static_cast<uint64_t>(n);
   }
-  DSEC_TRY(send_frame(fd.get(), MessageType::kFileEnd, id, {}));
+  DSEC_TRY(send_or_answer(MessageType::kFileEnd, {}));
   const Frame f = DSEC_TRY(expect_frame(reader, "file copy"));
   if (f.type != MessageType::kOk) return unexpected_frame(f, "file copy");
   return ok();
