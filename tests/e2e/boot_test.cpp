@@ -1,4 +1,4 @@
-// `dsec-vmm run` boots real guests: the default image (bzImage and ELF/PVH vmlinux), Debian's
+// `dsec-vmm run` boots real guests: the default image (ELF/PVH vmlinux, and its bzImage), Debian's
 // stock kernel, and a kernel that panics. Each test checks what a user sees: the guest init's
 // banner and command output on the console, the exit status, and the VMM's messages.
 #include <gmock/gmock.h>
@@ -106,22 +106,23 @@ TEST(BootDefaultImage, TwoVcpus192MibRunsTheCommandAndSeesItsConfiguration) {
   boot_default_image(2, 192);
 }
 
-// The same kernel as an ELF vmlinux, entered through PVH.
-TEST(BootDefaultImage, ElfVmlinuxBootsThroughPvhToTheBanner) {
+// The default image boots its ELF vmlinux through PVH; the same kernel as a bzImage goes
+// through the 64-bit boot protocol and decompresses itself.
+TEST(BootDefaultImage, ItsBzImageBootsThroughThe64BitProtocolToTheBanner) {
   const DefaultImage image = default_image();
-  if (image.vmlinux.empty()) {
+  if (image.kernel.empty()) {
     return;
   }
   const ProcessOutput run =
-      run_vmm({"run", "--kernel", image.vmlinux.string(), "--vcpus", "2", "--append",
-               "e2e-marker-pvh", "--append", "dsec.run=\"echo hello-from-pvh\""},
+      run_vmm({"run", "--kernel", image.kernel.string(), "--vcpus", "2", "--append",
+               "e2e-marker-bzimage", "--append", "dsec.run=\"echo hello-from-bzimage\""},
               kBootDeadline);
   ASSERT_EQ(run.exit_status, 0) << run.describe();
   const auto banner = find_banner(run.out);
   ASSERT_TRUE(banner.has_value()) << "no dsec-init banner on the console\n" << run.describe();
   EXPECT_EQ(banner->cpus, 2);
-  EXPECT_THAT(banner->cmdline, HasSubstr("e2e-marker-pvh"));
-  EXPECT_TRUE(has_line(run.out, "hello-from-pvh")) << run.out;
+  EXPECT_THAT(banner->cmdline, HasSubstr("e2e-marker-bzimage"));
+  EXPECT_TRUE(has_line(run.out, "hello-from-bzimage")) << run.out;
 }
 
 // Debian's distribution kernel, a bzImage built by someone else, with our initramfs.

@@ -45,7 +45,7 @@ inline std::filesystem::path default_image_dir() {
 // them) if missing: an e2e test never skips.
 struct DefaultImage {
   std::filesystem::path kernel;   // bzImage
-  std::filesystem::path vmlinux;  // the same kernel as an ELF with the PVH note
+  std::filesystem::path vmlinux;  // the same kernel as an ELF with the PVH note (booted by default)
   std::filesystem::path initrd;
 };
 
@@ -54,24 +54,27 @@ inline DefaultImage default_image() {
   const fs::path dir = default_image_dir();
   std::error_code ec;
   DefaultImage image;
-  image.kernel = fs::canonical(dir / "kernel", ec);
-  if (ec) {
-    image.kernel.clear();
+  // The default image's kernel link names the vmlinux; images/build-kernel puts the
+  // bzImage of the same build beside it.
+  const fs::path linked = fs::canonical(dir / "kernel", ec);
+  if (!ec) {
+    for (const char* name : {"bzImage", "vmlinux"}) {
+      if (fs::exists(linked.parent_path() / name)) {
+        (name[0] == 'b' ? image.kernel : image.vmlinux) = linked.parent_path() / name;
+      }
+    }
   }
   image.initrd = fs::canonical(dir / "initrd", ec);
   if (ec) {
     image.initrd.clear();
   }
-  // images/build-kernel puts vmlinux next to the bzImage the default image links to.
-  if (!image.kernel.empty() && fs::exists(image.kernel.parent_path() / "vmlinux")) {
-    image.vmlinux = image.kernel.parent_path() / "vmlinux";
-  }
   if (image.kernel.empty() || image.initrd.empty() || image.vmlinux.empty()) {
-    ADD_FAILURE() << "the default image is incomplete in " << dir << " (kernel: '"
+    ADD_FAILURE() << "the default image is incomplete in " << dir << " (bzImage: '"
                   << image.kernel.string() << "', vmlinux: '" << image.vmlinux.string()
                   << "', initrd: '" << image.initrd.string()
                   << "'): build it with images/build-image (or point DSEC_IMAGE_DIR at a "
-                     "directory with kernel and initrd links, vmlinux beside the kernel)";
+                     "directory with kernel and initrd links, bzImage and vmlinux side by "
+                     "side where the kernel link points)";
   }
   return image;
 }

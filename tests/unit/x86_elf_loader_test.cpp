@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <fmt/format.h>
+
 #include <fstream>
 #include <random>
 #include <string>
@@ -258,6 +260,65 @@ TEST(X86KernelLoader, ElfFileLoadsThroughTheFileWrapper) {
   ASSERT_OK_AND_ASSIGN(const LoadedKernel kernel, load_kernel_file(memory, path));
   EXPECT_EQ(kernel.entry, kText);
   EXPECT_EQ(read_guest(memory, kText, 0x100), pattern(0x100, 9));
+  std::remove(path.c_str());
+}
+
+// The lines of /proc/self/maps that name `path`.
+std::vector<std::string> mappings_of(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  std::vector<std::string> found;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.ends_with(" " + path)) {
+      found.push_back(line);
+    }
+  }
+  return found;
+}
+
+TEST(X86KernelLoader, PageAlignedSegmentsAreMappedCopyOnWriteFromTheFile) {
+  GuestMemory memory = make_memory();
+  ASSERT_OK(memory.fill(kText, 0x8000, 0xee));  // dirty: the loader must leave no stale byte
+  const std::string path = ::testing::TempDir() + "x86_kernel_loader_mapped_vmlinux";
+  // Two whole pages plus a partial one, and a bss page after it.
+  const auto text = pattern(0x2800, 4);
+  const auto image = ElfImage().page_aligned().entry(kText).load(kText, text, 0x4000).build();
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(image.data()),
+             static_cast<std::streamsize>(image.size()));
+  ASSERT_OK(load_kernel_file(memory, path));
+
+  EXPECT_EQ(read_guest(memory, kText, text.size()), text);
+  EXPECT_EQ(read_guest(memory, kText + text.size(), 0x4000 - text.size()),
+            std::vector<uint8_t>(0x4000 - text.size(), 0));
+  // The two whole pages are a private mapping of the file, the rest is guest RAM.
+  const uint8_t* host = memory.host_address(kText).value();
+  const std::vector<std::string> maps = mappings_of(path);
+  ASSERT_EQ(maps.size(), 1u) << "the segment's whole pages should be mapped from " << path;
+  EXPECT_EQ(maps[0].substr(0, maps[0].find(' ')),
+            fmt::format("{:x}-{:x}", reinterpret_cast<uintptr_t>(host),
+                        reinterpret_cast<uintptr_t>(host) + 0x2000));
+  EXPECT_NE(maps[0].find(" rw-p "), std::string::npos) << maps[0];
+
+  // A guest write copies the page: the file keeps its bytes.
+  ASSERT_OK(memory.fill(kText, 0x2000, 0x5a));
+  std::ifstream file(path, std::ios::binary);
+  std::vector<uint8_t> on_disk(image.size());
+  file.read(reinterpret_cast<char*>(on_disk.data()), static_cast<std::streamsize>(on_disk.size()));
+  EXPECT_EQ(on_disk, image);
+  std::remove(path.c_str());
+}
+
+TEST(X86KernelLoader, SegmentsAtUnalignedFileOffsetsAreCopied) {
+  GuestMemory memory = make_memory();
+  const std::string path = ::testing::TempDir() + "x86_kernel_loader_unaligned_vmlinux";
+  const auto text = pattern(0x3000, 6);
+  const auto image = ElfImage().entry(kText).load(kText, text).build();  // offset 0x78
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(image.data()),
+             static_cast<std::streamsize>(image.size()));
+  ASSERT_OK(load_kernel_file(memory, path));
+  EXPECT_EQ(read_guest(memory, kText, text.size()), text);
+  EXPECT_TRUE(mappings_of(path).empty());
   std::remove(path.c_str());
 }
 

@@ -70,6 +70,12 @@ class ElfImage {
     return note("Xen", 18, desc);
   }
 
+  // Puts every segment's bytes at a 4 KiB-aligned file offset, as a real vmlinux has them.
+  ElfImage& page_aligned() {
+    page_aligned_ = true;
+    return *this;
+  }
+
   std::vector<uint8_t> build() const {
     std::vector<uint8_t> bytes;
     Elf64_Ehdr ehdr{};
@@ -89,6 +95,9 @@ class ElfImage {
     uint64_t data_offset = sizeof(Elf64_Ehdr) + segments_.size() * sizeof(Elf64_Phdr);
     for (size_t i = 0; i < segments_.size(); ++i) {
       const Segment& s = segments_[i];
+      if (page_aligned_) {
+        data_offset = (data_offset + 0xfff) & ~uint64_t{0xfff};
+      }
       Elf64_Phdr phdr{};
       phdr.p_type = s.type;
       phdr.p_offset = data_offset;
@@ -114,6 +123,7 @@ class ElfImage {
     uint64_t align;
   };
   uint64_t entry_ = 0;
+  bool page_aligned_ = false;
   std::vector<Segment> segments_;
 };
 

@@ -1,4 +1,5 @@
 // dsec-vmm: parses the command line and runs the chosen subcommand.
+#include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   // logger would write to stdout, mixing the two).
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows the start-up phases
   CLI::App app{
       "dsec-vmm: a KVM virtual machine monitor for short-lived, isolated Linux sandboxes."};
   app.require_subcommand(1);

@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 namespace dsec {
 
@@ -44,15 +46,46 @@ Status read_exact(int fd, uint64_t offset, std::span<uint8_t> out, const std::st
   return ok();
 }
 
-Result<std::vector<uint8_t>> read_file(const std::string& path, uint64_t max_size) {
+Result<MappedFile> map_file(const std::string& path, uint64_t max_size) {
   OpenFile file = DSEC_TRY(open_regular_file(path));
+  if (file.size == 0) {
+    return fail(path + " is empty");
+  }
   if (file.size > max_size) {
     return fail(fmt::format("{} is {} MiB, more than the {} MiB allowed", path, file.size >> 20,
                             max_size >> 20));
   }
-  std::vector<uint8_t> bytes(file.size);
-  DSEC_TRY(read_exact(file.fd.get(), 0, bytes, path));
-  return bytes;
+  void* data = ::mmap(nullptr, file.size, PROT_READ, MAP_PRIVATE, file.fd.get(), 0);
+  if (data == MAP_FAILED) {
+    return fail_errno("cannot map " + path, errno);
+  }
+  return MappedFile(std::move(file.fd), static_cast<const uint8_t*>(data), file.size);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : fd_(std::move(other.fd_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    fd_ = std::move(other.fd_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  unmap();
+}
+
+void MappedFile::unmap() {
+  if (data_ != nullptr) {
+    ::munmap(const_cast<uint8_t*>(data_), size_);
+    data_ = nullptr;
+  }
 }
 
 }  // namespace dsec

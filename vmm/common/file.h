@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
@@ -21,7 +21,34 @@ struct OpenFile {
 Result<OpenFile> open_regular_file(const std::string& path);
 // Reads out.size() bytes from `fd` starting at `offset`; fails on a short read.
 Status read_exact(int fd, uint64_t offset, std::span<uint8_t> out, const std::string& path);
-// The whole file; fails if it is larger than `max_size` bytes.
-Result<std::vector<uint8_t>> read_file(const std::string& path, uint64_t max_size);
+// A whole file mapped read-only (MAP_PRIVATE): pages are read from the page cache only
+// when touched, so a loader that needs a few headers and some segments of a large file
+// (an ELF vmlinux with its symbol table) reads no more than that, with no copy in between.
+// The file must not be truncated while it is mapped (that would fault the reader).
+class MappedFile {
+ public:
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // The open file, for mapping parts of it elsewhere (GuestMemory::map_file_pages).
+  int fd() const { return fd_.get(); }
+
+ private:
+  friend Result<MappedFile> map_file(const std::string& path, uint64_t max_size);
+  MappedFile(UniqueFd fd, const uint8_t* data, uint64_t size)
+      : fd_(std::move(fd)), data_(data), size_(size) {}
+  void unmap();
+
+  UniqueFd fd_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// Maps the whole file; fails if it is empty or larger than `max_size` bytes.
+Result<MappedFile> map_file(const std::string& path, uint64_t max_size);
 
 }  // namespace dsec

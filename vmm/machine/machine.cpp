@@ -28,9 +28,11 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
   auto ranges = DSEC_TRY(x86_64::ram_regions(config.memory_mib * x86_64::kMiB));
   auto memory = DSEC_TRY(GuestMemory::anonymous(ranges));
   auto kernel = DSEC_TRY(x86_64::load_kernel_file(memory, config.kernel_path));
+  spdlog::debug("kernel loaded");
   std::optional<GuestRange> initrd;
   if (!config.initrd_path.empty()) {
     initrd = DSEC_TRY(x86_64::load_initrd_file(memory, kernel, config.initrd_path));
+    spdlog::debug("initrd loaded");
   }
   DSEC_TRY(x86_64::write_boot_data(memory, kernel,
                                    {.cmdline = guest_cmdline(config), .initrd = initrd,
@@ -44,6 +46,7 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
                 "give fewer vCPUs");
   }
   auto vm = DSEC_TRY(kvm.create_vm());
+  spdlog::debug("VM created");
   // Order matters: TSS and identity map, then the irqchip and PIT, all before any vCPU.
   DSEC_TRY(vm.set_tss_addr(x86_64::kKvmTssAddr));
   DSEC_TRY(vm.set_identity_map_addr(x86_64::kKvmIdentityMapAddr));
@@ -59,10 +62,13 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
     DSEC_TRY(vm.set_user_memory_region(r));
   }
 
+  spdlog::debug("irqchip, PIT and memory set");
   std::unique_ptr<Machine> machine(
       new Machine(config, std::move(memory), std::move(kvm), std::move(vm)));
   DSEC_TRY(machine->setup_devices());
+  spdlog::debug("devices set");
   DSEC_TRY(machine->setup_vcpus(kernel));
+  spdlog::debug("vCPUs set");
   return machine;
 }
 

@@ -1,6 +1,9 @@
 #include "vmm/memory/guest_memory.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
@@ -122,6 +125,27 @@ Status GuestMemory::write(uint64_t gpa, std::span<const uint8_t> data) {
 Status GuestMemory::fill(uint64_t gpa, uint64_t len, uint8_t value) {
   const std::span<uint8_t> target = DSEC_TRY(span(gpa, len));
   std::fill(target.begin(), target.end(), value);
+  return ok();
+}
+
+Status GuestMemory::map_file_pages(uint64_t gpa, uint64_t len, int fd, uint64_t offset) {
+  if (gpa % kPageSize != 0 || len % kPageSize != 0 || offset % kPageSize != 0 || len == 0) {
+    return fail(fmt::format("{} from file offset {:#x}: a file mapping needs non-empty, 4 KiB "
+                            "aligned addresses, size and offset",
+                            describe(gpa, len), offset));
+  }
+  const std::span<uint8_t> target = DSEC_TRY(span(gpa, len));
+  void* mapped = ::mmap(target.data(), len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd,
+                        static_cast<off_t>(offset));
+  if (mapped == MAP_FAILED) {
+    const int error = errno;
+    // A failed MAP_FIXED may have unmapped the range: put fresh anonymous memory back, so
+    // that the region stays whole.
+    ::mmap(target.data(), len, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return fail_errno(fmt::format("mapping file offset {:#x} into {}", offset, describe(gpa, len)),
+                      error);
+  }
   return ok();
 }
 

@@ -71,6 +71,11 @@ class GuestMemory {
   Status read(uint64_t gpa, std::span<uint8_t> out) const;
   Status write(uint64_t gpa, std::span<const uint8_t> data);
   Status fill(uint64_t gpa, uint64_t len, uint8_t value);
+  // Backs [gpa, gpa + len) with a private, copy-on-write mapping of bytes [offset,
+  // offset + len) of the file `fd`: the guest reads them from the host's page cache,
+  // shared with every VM that maps the same file, and a page is copied only when written.
+  // gpa, len and offset must be multiples of 4 KiB and the range inside one region.
+  Status map_file_pages(uint64_t gpa, uint64_t len, int fd, uint64_t offset);
 
   template <typename T>
   requires std::is_trivially_copyable_v<T> Result<T> read_obj(uint64_t gpa)

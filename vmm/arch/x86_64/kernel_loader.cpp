@@ -27,9 +27,10 @@ bool has_hdrs_magic(std::span<const uint8_t> image) {
 
 }  // namespace
 
-Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> image) {
+Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> image,
+                                 int image_fd) {
   if (has_elf_magic(image)) {
-    return load_elf_kernel(memory, image);
+    return load_elf_kernel(memory, image, image_fd);
   }
   if (has_hdrs_magic(image)) {
     return load_bzimage(memory, image);
@@ -41,11 +42,11 @@ Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> i
 }
 
 Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path) {
-  auto image = read_file(path, kMaxKernelFileSize);
+  auto image = map_file(path, kMaxKernelFileSize);
   if (!image) {
     return std::unexpected(image.error().with_context("kernel"));
   }
-  auto kernel = load_kernel(memory, *image);
+  auto kernel = load_kernel(memory, image->bytes(), image->fd());
   if (!kernel) {
     return std::unexpected(kernel.error().with_context(path));
   }

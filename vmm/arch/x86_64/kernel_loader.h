@@ -39,12 +39,16 @@ struct LoadedKernel {
   uint64_t cmdline_max = 0;
 };
 
-// Detects the format and loads it.
-Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> image);
+// Detects the format and loads it. `image_fd`, if given, is an open file holding `image`:
+// an ELF vmlinux's page-aligned segments are then mapped copy-on-write from it instead of
+// copied (GuestMemory::map_file_pages), so VMs booting the same vmlinux share its pages.
+Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> image,
+                                 int image_fd = -1);
 // Reads the file and loads it; errors start with the path.
 Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path);
 
-Result<LoadedKernel> load_elf_kernel(GuestMemory& memory, std::span<const uint8_t> image);
+Result<LoadedKernel> load_elf_kernel(GuestMemory& memory, std::span<const uint8_t> image,
+                                     int image_fd = -1);
 Result<LoadedKernel> load_bzimage(GuestMemory& memory, std::span<const uint8_t> image);
 
 // Checks that kernel memory [base, base + size) is inside guest RAM, at or above 1 MiB
