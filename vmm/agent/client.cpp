@@ -1,8 +1,8 @@
 #include "vmm/agent/client.h"
 
+#include <linux/vm_sockets.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <linux/vm_sockets.h>
 #include <unistd.h>
 
 #include <array>
@@ -22,13 +22,15 @@ std::unexpected<Error> unexpected_frame(const Frame& f, const char* during) {
                 (e ? e->message : "(an unreadable error message)"));
   }
   return fail(std::string("agent protocol: a ") +
-              message_type_name(static_cast<uint16_t>(f.type)).value_or("?") + " frame during the " +
-              during);
+              message_type_name(static_cast<uint16_t>(f.type)).value_or("?") +
+              " frame during the " + during);
 }
 
 Result<Frame> expect_frame(FrameReader& reader, const char* during) {
   auto f = DSEC_TRY(reader.next());
-  if (!f) return fail(std::string("the guest agent closed the connection during the ") + during);
+  if (!f) {
+    return fail(std::string("the guest agent closed the connection during the ") + during);
+  }
   return std::move(*f);
 }
 
@@ -36,11 +38,14 @@ Result<Frame> expect_frame(FrameReader& reader, const char* during) {
 
 Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return fail_errno("socket(AF_UNIX)", errno);
+  if (!fd) {
+    return fail_errno("socket(AF_UNIX)", errno);
+  }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (uds_path.size() >= sizeof addr.sun_path) {
-    return fail("the vsock socket path '" + uds_path + "' is longer than a Unix socket path may be");
+    return fail("the vsock socket path '" + uds_path +
+                "' is longer than a Unix socket path may be");
   }
   std::memcpy(addr.sun_path, uds_path.c_str(), uds_path.size() + 1);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
@@ -48,16 +53,23 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port) {
                       "is the VM running with this vsock socket?");
   }
   const std::string hello = "CONNECT " + std::to_string(port) + "\n";
-  DSEC_TRY(write_all(fd.get(), std::span(reinterpret_cast<const uint8_t*>(hello.data()), hello.size())));
+  DSEC_TRY(
+      write_all(fd.get(), std::span(reinterpret_cast<const uint8_t*>(hello.data()), hello.size())));
   // The answer is one line; read it byte by byte so nothing of the stream after it is taken.
   std::string line;
   while (line.size() < 64) {
     char c = 0;
     const ssize_t n = ::read(fd.get(), &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      break;
+    }
     if (c == '\n') {
-      if (line.rfind("OK ", 0) == 0) return fd;
+      if (line.rfind("OK ", 0) == 0) {
+        return fd;
+      }
       break;
     }
     line += c;
@@ -69,7 +81,9 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port) {
 
 Result<UniqueFd> connect_vsock(uint32_t cid, uint32_t port) {
   UniqueFd fd(::socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return fail_errno("socket(AF_VSOCK)", errno, "is the vsock module loaded (vhost_vsock)?");
+  if (!fd) {
+    return fail_errno("socket(AF_VSOCK)", errno, "is the vsock module loaded (vhost_vsock)?");
+  }
   sockaddr_vm addr{};
   addr.svm_family = AF_VSOCK;
   addr.svm_cid = cid;
@@ -87,12 +101,14 @@ Result<HealthReply> AgentClient::health() {
   DSEC_TRY(send_frame(fd.get(), MessageType::kHealth, id, {}));
   FrameReader reader(fd.get());
   const Frame f = DSEC_TRY(expect_frame(reader, "health check"));
-  if (f.type != MessageType::kHealthOk) return unexpected_frame(f, "health check");
+  if (f.type != MessageType::kHealthOk) {
+    return unexpected_frame(f, "health check");
+  }
   return decode_health_reply(f.payload);
 }
 
-Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdout, const Sink& on_stderr,
-                                     std::span<const uint8_t> stdin_data) {
+Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdout,
+                                     const Sink& on_stderr, std::span<const uint8_t> stdin_data) {
   const UniqueFd fd = DSEC_TRY(connector_());
   const uint32_t id = next_id_++;
   DSEC_TRY(send_frame(fd.get(), MessageType::kExec, id, encode(req)));
@@ -107,17 +123,26 @@ Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdo
   FrameReader reader(fd.get());
   while (true) {
     const Frame f = DSEC_TRY(expect_frame(reader, "exec"));
-    if (f.request_id != id) return fail("agent protocol: an answer for request " + std::to_string(f.request_id));
+    if (f.request_id != id) {
+      return fail("agent protocol: an answer for request " + std::to_string(f.request_id));
+    }
     switch (f.type) {
-      case MessageType::kStdout: DSEC_TRY(on_stdout(f.payload)); break;
-      case MessageType::kStderr: DSEC_TRY(on_stderr(f.payload)); break;
-      case MessageType::kExit: return decode_exit_status(f.payload);
-      default: return unexpected_frame(f, "exec");
+      case MessageType::kStdout:
+        DSEC_TRY(on_stdout(f.payload));
+        break;
+      case MessageType::kStderr:
+        DSEC_TRY(on_stderr(f.payload));
+        break;
+      case MessageType::kExit:
+        return decode_exit_status(f.payload);
+      default:
+        return unexpected_frame(f, "exec");
     }
   }
 }
 
-Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& guest_path, uint32_t mode) {
+Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& guest_path,
+                               uint32_t mode) {
   const UniqueFd fd = DSEC_TRY(connector_());
   const uint32_t id = next_id_++;
   FrameReader reader(fd.get());
@@ -126,18 +151,25 @@ Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& 
   const auto send_or_answer = [&](MessageType type, std::span<const uint8_t> payload) -> Status {
     if (auto s = send_frame(fd.get(), type, id, payload); !s) {
       auto f = reader.next();
-      if (f && *f) return unexpected_frame(**f, "file copy");
+      if (f && *f) {
+        return unexpected_frame(**f, "file copy");
+      }
       return s;
     }
     return ok();
   };
-  DSEC_TRY(send_or_answer(MessageType::kWriteFile, encode(WriteFileRequest{guest_path, mode, size})));
+  DSEC_TRY(
+      send_or_answer(MessageType::kWriteFile, encode(WriteFileRequest{guest_path, mode, size})));
   std::array<uint8_t, kMaxChunk> buf{};
   uint64_t sent = 0;
   while (sent < size) {
     const ssize_t n = ::read(source_fd, buf.data(), std::min<uint64_t>(buf.size(), size - sent));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail_errno("reading the file to copy into the guest", errno);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return fail_errno("reading the file to copy into the guest", errno);
+    }
     if (n == 0) {
       return fail("the file to copy into the guest ended after " + std::to_string(sent) + " of " +
                   std::to_string(size) + " bytes");
@@ -147,7 +179,9 @@ Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& 
   }
   DSEC_TRY(send_or_answer(MessageType::kFileEnd, {}));
   const Frame f = DSEC_TRY(expect_frame(reader, "file copy"));
-  if (f.type != MessageType::kOk) return unexpected_frame(f, "file copy");
+  if (f.type != MessageType::kOk) {
+    return unexpected_frame(f, "file copy");
+  }
   return ok();
 }
 
@@ -157,13 +191,19 @@ Result<FileInfo> AgentClient::read_file(const std::string& guest_path, const Sin
   DSEC_TRY(send_frame(fd.get(), MessageType::kReadFile, id, encode(ReadFileRequest{guest_path})));
   FrameReader reader(fd.get());
   const Frame first = DSEC_TRY(expect_frame(reader, "file copy"));
-  if (first.type != MessageType::kFileInfo) return unexpected_frame(first, "file copy");
+  if (first.type != MessageType::kFileInfo) {
+    return unexpected_frame(first, "file copy");
+  }
   const FileInfo info = DSEC_TRY(decode_file_info(first.payload));
   uint64_t received = 0;
   while (true) {
     const Frame f = DSEC_TRY(expect_frame(reader, "file copy"));
-    if (f.type == MessageType::kFileEnd) break;
-    if (f.type != MessageType::kFileData) return unexpected_frame(f, "file copy");
+    if (f.type == MessageType::kFileEnd) {
+      break;
+    }
+    if (f.type != MessageType::kFileData) {
+      return unexpected_frame(f, "file copy");
+    }
     received += f.payload.size();
     DSEC_TRY(sink(f.payload));
   }

@@ -27,28 +27,28 @@ inline constexpr uint32_t kMaxChunk = 64 * 1024;
 // Bounds on what an exec request may carry.
 inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxEnv = 4096;
-inline constexpr size_t kMaxStringLen = 64 * 1024;
+inline constexpr size_t kMaxStringLen = size_t{64} * 1024;
 inline constexpr size_t kMaxPathLen = 4096;
 
 enum class MessageType : uint16_t {
   // host -> guest
-  kHealth = 0x0001,     // empty; answered kHealthOk
-  kExec = 0x0002,       // ExecRequest; answered kStdout/kStderr..., then kExit or kError
-  kStdin = 0x0003,      // raw bytes for the running command's stdin
-  kStdinClose = 0x0004, // empty: end of stdin
-  kWriteFile = 0x0005,  // WriteFileRequest, then kFileData..., kFileEnd; answered kOk or kError
-  kReadFile = 0x0006,   // ReadFileRequest; answered kFileInfo, kFileData..., kFileEnd, or kError
+  kHealth = 0x0001,      // empty; answered kHealthOk
+  kExec = 0x0002,        // ExecRequest; answered kStdout/kStderr..., then kExit or kError
+  kStdin = 0x0003,       // raw bytes for the running command's stdin
+  kStdinClose = 0x0004,  // empty: end of stdin
+  kWriteFile = 0x0005,   // WriteFileRequest, then kFileData..., kFileEnd; answered kOk or kError
+  kReadFile = 0x0006,    // ReadFileRequest; answered kFileInfo, kFileData..., kFileEnd, or kError
   // both directions
-  kFileData = 0x0010,   // raw bytes, at most kMaxChunk
-  kFileEnd = 0x0011,    // empty
+  kFileData = 0x0010,  // raw bytes, at most kMaxChunk
+  kFileEnd = 0x0011,   // empty
   // guest -> host
-  kHealthOk = 0x0081,   // HealthReply
-  kStdout = 0x0082,     // raw bytes
-  kStderr = 0x0083,     // raw bytes
-  kExit = 0x0084,       // ExitStatus
-  kError = 0x0085,      // ErrorReply
-  kOk = 0x0086,         // empty
-  kFileInfo = 0x0087,   // FileInfo
+  kHealthOk = 0x0081,  // HealthReply
+  kStdout = 0x0082,    // raw bytes
+  kStderr = 0x0083,    // raw bytes
+  kExit = 0x0084,      // ExitStatus
+  kError = 0x0085,     // ErrorReply
+  kOk = 0x0086,        // empty
+  kFileInfo = 0x0087,  // FileInfo
 };
 
 // The type's name for messages ("exec"), or nullopt if the value is no known type.
@@ -102,7 +102,7 @@ struct ExitStatus {
 };
 
 struct WriteFileRequest {
-  std::string path;   // absolute
+  std::string path;  // absolute
   uint32_t mode = 0644;
   uint64_t size = 0;  // exactly this many bytes of kFileData follow
 

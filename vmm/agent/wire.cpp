@@ -6,11 +6,15 @@
 namespace dsec::agent {
 
 void WireWriter::u32(uint32_t v) {
-  for (int i = 0; i < 4; ++i) bytes_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  for (int i = 0; i < 4; ++i) {
+    bytes_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
 }
 
 void WireWriter::u64(uint64_t v) {
-  for (int i = 0; i < 8; ++i) bytes_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  for (int i = 0; i < 8; ++i) {
+    bytes_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
 }
 
 void WireWriter::string(std::string_view s) {
@@ -20,7 +24,9 @@ void WireWriter::string(std::string_view s) {
 
 void WireWriter::strings(const std::vector<std::string>& list) {
   u32(static_cast<uint32_t>(list.size()));
-  for (const auto& s : list) string(s);
+  for (const auto& s : list) {
+    string(s);
+  }
 }
 
 Result<std::span<const uint8_t>> WireReader::take(size_t n, std::string_view field) {
@@ -42,14 +48,18 @@ Result<uint8_t> WireReader::u8() {
 Result<uint32_t> WireReader::u32() {
   const auto b = DSEC_TRY(take(4, "a 32-bit field"));
   uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | b[static_cast<size_t>(i)];
+  for (int i = 3; i >= 0; --i) {
+    v = (v << 8) | b[static_cast<size_t>(i)];
+  }
   return v;
 }
 
 Result<uint64_t> WireReader::u64() {
   const auto b = DSEC_TRY(take(8, "a 64-bit field"));
   uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | b[static_cast<size_t>(i)];
+  for (int i = 7; i >= 0; --i) {
+    v = (v << 8) | b[static_cast<size_t>(i)];
+  }
   return v;
 }
 
@@ -79,7 +89,9 @@ Result<std::vector<std::string>> WireReader::strings(size_t max_count, size_t ma
   }
   std::vector<std::string> out;
   out.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) out.push_back(DSEC_TRY(string(max_len)));
+  for (uint32_t i = 0; i < count; ++i) {
+    out.push_back(DSEC_TRY(string(max_len)));
+  }
   return out;
 }
 

@@ -42,23 +42,30 @@ struct ExecOptions {
 
 Result<std::vector<uint8_t>> read_all_stdin() {
   std::vector<uint8_t> data;
-  std::vector<uint8_t> buf(64 * 1024);
+  std::vector<uint8_t> buf(size_t{64} * 1024);
   while (true) {
     const ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail_errno("reading stdin", errno);
-    if (n == 0) return data;
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return fail_errno("reading stdin", errno);
+    }
+    if (n == 0) {
+      return data;
+    }
     data.insert(data.end(), buf.begin(), buf.begin() + n);
   }
 }
 
 int exec_main(const ExecOptions& o) {
-  agent::ExecRequest req{o.command, o.env, o.cwd, static_cast<uint32_t>(o.timeout_s * 1000), o.stdin_open};
+  agent::ExecRequest req{o.command, o.env, o.cwd, static_cast<uint32_t>(o.timeout_s * 1000),
+                         o.stdin_open};
   std::vector<uint8_t> input;
   if (o.stdin_open) {
     auto in = read_all_stdin();
     if (!in) {
-      std::fprintf(stderr, "dsec-vmm exec: %s\n", in.error().message().c_str());
+      (void)std::fprintf(stderr, "dsec-vmm exec: %s\n", in.error().message().c_str());
       return kExitAgentError;
     }
     input = std::move(*in);
@@ -66,15 +73,17 @@ int exec_main(const ExecOptions& o) {
   auto client = client_for(o.vsock);
   auto status = client.exec(req, to_fd(STDOUT_FILENO), to_fd(STDERR_FILENO), input);
   if (!status) {
-    std::fprintf(stderr, "dsec-vmm exec: %s\n", status.error().message().c_str());
+    (void)std::fprintf(stderr, "dsec-vmm exec: %s\n", status.error().message().c_str());
     return kExitAgentError;
   }
   switch (status->kind) {
-    case agent::ExitStatus::Kind::kExited: return status->code;
-    case agent::ExitStatus::Kind::kSignaled: return 128 + status->code;
+    case agent::ExitStatus::Kind::kExited:
+      return status->code;
+    case agent::ExitStatus::Kind::kSignaled:
+      return 128 + status->code;
     case agent::ExitStatus::Kind::kTimedOut:
-      std::fprintf(stderr, "dsec-vmm exec: '%s' timed out after %g s and was killed\n",
-                   o.command.front().c_str(), o.timeout_s);
+      (void)std::fprintf(stderr, "dsec-vmm exec: '%s' timed out after %g s and was killed\n",
+                         o.command.front().c_str(), o.timeout_s);
       return kExitTimedOut;
   }
   return kExitAgentError;
@@ -92,7 +101,8 @@ int cp_main(const CpOptions& o) {
   const bool into_guest = o.destination.starts_with(kGuestPrefix);
   const bool out_of_guest = o.source.starts_with(kGuestPrefix);
   if (into_guest == out_of_guest) {
-    std::fprintf(stderr, "dsec-vmm cp: exactly one of SOURCE and DEST must be a guest path (vm:/path)\n");
+    (void)std::fprintf(
+        stderr, "dsec-vmm cp: exactly one of SOURCE and DEST must be a guest path (vm:/path)\n");
     return 1;
   }
   auto client = client_for(o.vsock);
@@ -100,14 +110,14 @@ int cp_main(const CpOptions& o) {
     const UniqueFd in(::open(o.source.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st {};
     if (!in || ::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      std::fprintf(stderr, "dsec-vmm cp: cannot read %s: %s\n", o.source.c_str(),
-                   in ? "not a regular file" : std::strerror(errno));
+      (void)std::fprintf(stderr, "dsec-vmm cp: cannot read %s: %s\n", o.source.c_str(),
+                         in ? "not a regular file" : std::strerror(errno));
       return 1;
     }
     auto s = client.write_file(in.get(), static_cast<uint64_t>(st.st_size),
                                o.destination.substr(kGuestPrefix.size()), st.st_mode & 07777U);
     if (!s) {
-      std::fprintf(stderr, "dsec-vmm cp: %s\n", s.error().message().c_str());
+      (void)std::fprintf(stderr, "dsec-vmm cp: %s\n", s.error().message().c_str());
       return 1;
     }
     return 0;
@@ -116,15 +126,18 @@ int cp_main(const CpOptions& o) {
   const std::string tmp = o.destination + ".dsec-partial";
   const UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!out) {
-    std::fprintf(stderr, "dsec-vmm cp: cannot create %s: %s\n", tmp.c_str(), std::strerror(errno));
+    (void)std::fprintf(stderr, "dsec-vmm cp: cannot create %s: %s\n", tmp.c_str(),
+                       std::strerror(errno));
     return 1;
   }
   auto info = client.read_file(o.source.substr(kGuestPrefix.size()), to_fd(out.get()));
-  if (!info || ::fchmod(out.get(), info->mode) != 0 || ::rename(tmp.c_str(), o.destination.c_str()) != 0) {
+  if (!info || ::fchmod(out.get(), info->mode) != 0 ||
+      ::rename(tmp.c_str(), o.destination.c_str()) != 0) {
     ::unlink(tmp.c_str());
-    std::fprintf(stderr, "dsec-vmm cp: %s\n",
-                 info ? (std::string("cannot write ") + o.destination + ": " + std::strerror(errno)).c_str()
-                      : info.error().message().c_str());
+    std::fprintf(
+        stderr, "dsec-vmm cp: %s\n",
+        info ? (std::string("cannot write ") + o.destination + ": " + std::strerror(errno)).c_str()
+             : info.error().message().c_str());
     return 1;
   }
   return 0;
@@ -134,12 +147,14 @@ int cp_main(const CpOptions& o) {
 
 void add_exec_command(CLI::App& app, CommandAction& action) {
   auto o = std::make_shared<ExecOptions>();
-  CLI::App* exec = app.add_subcommand("exec", "Run a command in a running sandbox through its guest agent");
+  CLI::App* exec =
+      app.add_subcommand("exec", "Run a command in a running sandbox through its guest agent");
   exec->footer(
       "VSOCK is the VM's vsock Unix socket (dsec-vmm run --vsock). The guest must run the agent "
       "(the default image does with dsec.agent on its command line). The command's stdout and "
       "stderr stream to ours. Exit status: the command's own; 128+N if signal N killed it; 124 if "
-      "--timeout fired (the command's whole process group is killed); 125 if the agent could not be "
+      "--timeout fired (the command's whole process group is killed); 125 if the agent could not "
+      "be "
       "reached or refused the command (the reason goes to stderr).");
   exec->add_option("vsock", o->vsock, "The VM's vsock Unix socket")->required();
   exec->add_option("command", o->command, "The command and its arguments (after --)")->required();
@@ -147,7 +162,8 @@ void add_exec_command(CLI::App& app, CommandAction& action) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   exec->add_option("--cwd", o->cwd, "Working directory in the guest (default /)");
-  exec->add_option("--timeout", o->timeout_s, "Kill the command after this many seconds (default: none)")
+  exec->add_option("--timeout", o->timeout_s,
+                   "Kill the command after this many seconds (default: none)")
       ->check(CLI::Range(0.0, 4294967.0));
   exec->add_flag("--stdin,-i", o->stdin_open, "Send our stdin to the command (read whole first)");
   exec->callback([&action, o] { action = [o] { return exec_main(*o); }; });
@@ -155,7 +171,8 @@ void add_exec_command(CLI::App& app, CommandAction& action) {
   auto c = std::make_shared<CpOptions>();
   CLI::App* cp = app.add_subcommand("cp", "Copy a file into or out of a running sandbox");
   cp->footer(
-      "A guest path is written vm:/absolute/path; exactly one of SOURCE and DEST is one. Files land "
+      "A guest path is written vm:/absolute/path; exactly one of SOURCE and DEST is one. Files "
+      "land "
       "whole or not at all on either side (written beside the target, then renamed), with the "
       "source's permission bits. Exit status 0, or 1 with the reason on stderr.");
   cp->add_option("vsock", c->vsock, "The VM's vsock Unix socket")->required();

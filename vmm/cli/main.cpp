@@ -4,12 +4,14 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdio>
+#include <exception>
 #include <memory>
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   const auto process_start = std::chrono::steady_clock::now();
   // The VMM's log goes to stderr: stdout carries the guest's console (spdlog's default
   // logger would write to stdout, mixing the two).
@@ -27,4 +29,9 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   return action();
+} catch (const std::exception& e) {
+  // Nothing is meant to throw past a command (errors are values); if something does, say
+  // what, rather than abort.
+  (void)std::fprintf(stderr, "dsec-vmm: internal error: %s\n", e.what());
+  return 1;
 }

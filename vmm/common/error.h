@@ -60,7 +60,9 @@ using Result = std::expected<T, Error>;
 
 // Result<void> helpers.
 using Status = Result<void>;
-inline Status ok() { return {}; }
+inline Status ok() {
+  return {};
+}
 inline std::unexpected<Error> fail(std::string what, std::string hint = {}) {
   return std::unexpected(Error(std::move(what), 0, std::move(hint)));
 }
@@ -72,14 +74,14 @@ inline std::unexpected<Error> fail_errno(std::string what, int os_errno, std::st
 
 // Propagates the error of a Result expression, or yields its value (GCC statement
 // expression). Each use gets its own variable, so uses may nest.
-// NOLINTBEGIN(cppcoreguidelines-macro-usage)
+// NOLINTBEGIN(cppcoreguidelines-macro-usage, bugprone-macro-parentheses): `var` names a variable
 #define DSEC_CONCAT_INNER_(a, b) a##b
 #define DSEC_CONCAT_(a, b) DSEC_CONCAT_INNER_(a, b)
-#define DSEC_TRY_IMPL_(expr, var)                            \
-  __extension__({                                            \
-    auto&& var = (expr);                                     \
+#define DSEC_TRY_IMPL_(expr, var)                             \
+  __extension__({                                             \
+    auto&& var = (expr);                                      \
     if (!var) return std::unexpected(std::move(var).error()); \
-    std::move(var).value();                                  \
+    std::move(var).value();                                   \
   })
 #define DSEC_TRY(expr) DSEC_TRY_IMPL_(expr, DSEC_CONCAT_(dsec_try_result_, __COUNTER__))
 // NOLINTEND(cppcoreguidelines-macro-usage)

@@ -15,7 +15,9 @@ class UniqueFd {
   UniqueFd& operator=(const UniqueFd&) = delete;
   UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
+    if (this != &other) {
+      reset(std::exchange(other.fd_, -1));
+    }
     return *this;
   }
   ~UniqueFd() { reset(); }
@@ -25,7 +27,9 @@ class UniqueFd {
   explicit operator bool() const { return valid(); }
   int release() { return std::exchange(fd_, -1); }
   void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
     fd_ = fd;
   }
 

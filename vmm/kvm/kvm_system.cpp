@@ -21,9 +21,9 @@ std::string open_hint(const std::string& device, int err) {
   const std::string load =
       "load KVM for your CPU (modprobe kvm_intel or modprobe kvm_amd) and enable VT-x/AMD-V in "
       "the firmware";
-  const std::string permissions = "make " + device +
-                                  " readable and writable for this user (e.g. add the user to "
-                                  "the 'kvm' group and log in again)";
+  std::string permissions = "make " + device +
+                            " readable and writable for this user (e.g. add the user to "
+                            "the 'kvm' group and log in again)";
   switch (err) {
     case ENOENT:
     case ENODEV:

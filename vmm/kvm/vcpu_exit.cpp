@@ -12,6 +12,8 @@ template <class... Fs>
 struct Overloaded : Fs... {
   using Fs::operator()...;
 };
+template <typename... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
 
 std::string hex_bytes(std::span<const uint8_t> bytes) {
   constexpr size_t kShown = 16;

@@ -34,9 +34,9 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
     initrd = DSEC_TRY(x86_64::load_initrd_file(memory, kernel, config.initrd_path));
     spdlog::debug("initrd loaded");
   }
-  DSEC_TRY(x86_64::write_boot_data(memory, kernel,
-                                   {.cmdline = guest_cmdline(config), .initrd = initrd,
-                                    .vcpu_count = config.vcpus}));
+  DSEC_TRY(x86_64::write_boot_data(
+      memory, kernel,
+      {.cmdline = guest_cmdline(config), .initrd = initrd, .vcpu_count = config.vcpus}));
 
   auto kvm = DSEC_TRY(kvm::KvmSystem::open(config.kvm_device));
   const int max_vcpus = DSEC_TRY(kvm.max_vcpus());
@@ -116,8 +116,8 @@ Status Machine::setup_vcpus(const x86_64::LoadedKernel& kernel) {
   for (uint32_t id = 0; id < config_.vcpus; ++id) {
     auto vcpu = DSEC_TRY(vm_.create_vcpu(id));
     auto cpuid = DSEC_TRY(x86_64::vcpu_cpuid(
-        supported, {.vcpu_index = id, .vcpu_count = config_.vcpus,
-                    .tsc_deadline_timer = tsc_deadline}));
+        supported,
+        {.vcpu_index = id, .vcpu_count = config_.vcpus, .tsc_deadline_timer = tsc_deadline}));
     DSEC_TRY(vcpu.set_cpuid2(cpuid));
     DSEC_TRY(vcpu.set_msrs(msrs));
     DSEC_TRY(vcpu.set_fpu(x86_64::boot_fpu()));
@@ -133,17 +133,19 @@ Status Machine::setup_vcpus(const x86_64::LoadedKernel& kernel) {
 
 void Machine::on_guest_reset() {
   if (config_.expect_clean_shutdown_announcement && !boot_timer_->shutdown_announced()) {
-    control_.request_exit({VmExitKind::kGuestPanic,
-                           boot_timer_->boot_time()
-                               ? "it rebooted without its init announcing it (init died?)"
-                               : "it rebooted before reaching userspace (kernel panic?)"});
+    control_.request_exit(
+        {VmExitKind::kGuestPanic, boot_timer_->boot_time()
+                                      ? "it rebooted without its init announcing it (init died?)"
+                                      : "it rebooted before reaching userspace (kernel panic?)"});
     return;
   }
   control_.request_exit({VmExitKind::kGuestReboot, {}});
 }
 
 void Machine::kick_all() {
-  for (auto& vcpu : vcpus_) vcpu->kick();
+  for (auto& vcpu : vcpus_) {
+    vcpu->kick();
+  }
   if (input_stop_) {
     uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(input_stop_.get(), &one, sizeof(one));
@@ -153,7 +155,9 @@ void Machine::kick_all() {
 Status Machine::start() {
   if (config_.console_input_fd >= 0) {
     input_stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!input_stop_) return fail_errno("eventfd for the console input thread", errno);
+    if (!input_stop_) {
+      return fail_errno("eventfd for the console input thread", errno);
+    }
     input_thread_ = std::thread([this] { input_loop(); });
   }
   if (virtio_) {
@@ -165,7 +169,9 @@ Status Machine::start() {
       }
     }));
   }
-  for (auto& vcpu : vcpus_) vcpu->start();
+  for (auto& vcpu : vcpus_) {
+    vcpu->start();
+  }
   return ok();
 }
 
@@ -183,8 +189,12 @@ void Machine::input_loop() {
     pollfd fds[2] = {{input_stop_.get(), POLLIN, 0}, {config_.console_input_fd, POLLIN, 0}};
     const bool want_input = input_open && pending.empty();
     int timeout_ms = pending.empty() ? -1 : 5;
-    if (::poll(fds, want_input ? 2 : 1, timeout_ms) < 0 && errno != EINTR) return;
-    if (fds[0].revents & POLLIN) return;
+    if (::poll(fds, want_input ? 2 : 1, timeout_ms) < 0 && errno != EINTR) {
+      return;
+    }
+    if (fds[0].revents & POLLIN) {
+      return;
+    }
     if (want_input && (fds[1].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
       ssize_t n = ::read(config_.console_input_fd, buffer.data(), buffer.size());
       if (n <= 0) {
@@ -207,9 +217,15 @@ VmExit Machine::wait() {
 }
 
 void Machine::join_all() {
-  if (joined_) return;
-  for (auto& vcpu : vcpus_) vcpu->join();
-  if (input_thread_.joinable()) input_thread_.join();
+  if (joined_) {
+    return;
+  }
+  for (auto& vcpu : vcpus_) {
+    vcpu->join();
+  }
+  if (input_thread_.joinable()) {
+    input_thread_.join();
+  }
   // After the vCPUs: no notification arrives once the loop is gone.
   if (virtio_) {
     if (auto stopped = virtio_->stop(); !stopped) {
@@ -221,8 +237,12 @@ void Machine::join_all() {
 
 MachineMetrics Machine::metrics() const {
   MachineMetrics m;
-  if (auto first = control_.first_kvm_run()) m.start_to_first_kvm_run = *first - config_.process_start;
-  if (auto boot = boot_timer_->boot_time()) m.start_to_userspace = *boot;
+  if (auto first = control_.first_kvm_run()) {
+    m.start_to_first_kvm_run = *first - config_.process_start;
+  }
+  if (auto boot = boot_timer_->boot_time()) {
+    m.start_to_userspace = *boot;
+  }
   std::vector<std::pair<uint64_t, uint64_t>> guest;
   for (const auto& region : memory_.regions()) {
     auto base = reinterpret_cast<uint64_t>(region.host());

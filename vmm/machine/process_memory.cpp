@@ -38,13 +38,17 @@ uint64_t rss_kib_excluding(std::string_view smaps,
     if (parse_header(line, start, end)) {
       skip = false;
       for (const auto& [lo, hi] : excluded) {
-        if (start < hi && lo < end) skip = true;
+        if (start < hi && lo < end) {
+          skip = true;
+        }
       }
       continue;
     }
     if (!skip && line.starts_with("Rss:")) {
       std::string_view value = line.substr(4);
-      while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+      while (!value.empty() && value.front() == ' ') {
+        value.remove_prefix(1);
+      }
       uint64_t kib = 0;
       std::from_chars(value.data(), value.data() + value.size(), kib);
       total += kib;
@@ -55,7 +59,9 @@ uint64_t rss_kib_excluding(std::string_view smaps,
 
 Result<uint64_t> rss_kib_excluding(const std::vector<std::pair<uint64_t, uint64_t>>& excluded) {
   std::ifstream in("/proc/self/smaps");
-  if (!in) return fail_errno("reading /proc/self/smaps", errno);
+  if (!in) {
+    return fail_errno("reading /proc/self/smaps", errno);
+  }
   std::stringstream text;
   text << in.rdbuf();
   return rss_kib_excluding(text.str(), excluded);

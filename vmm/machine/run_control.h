@@ -49,7 +49,9 @@ class RunControl {
   }
   std::optional<std::chrono::steady_clock::time_point> first_kvm_run() const {
     int64_t ns = first_run_ns_.load();
-    if (ns == 0) return std::nullopt;
+    if (ns == 0) {
+      return std::nullopt;
+    }
     return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(ns));
   }
 

@@ -12,7 +12,9 @@ namespace {
 
 // The signal that kicks a vCPU thread out of KVM_RUN. Its handler does nothing: the point
 // is that KVM_RUN returns EINTR.
-int kick_signal() { return SIGRTMIN; }
+int kick_signal() {
+  return SIGRTMIN;
+}
 
 void install_kick_handler() {
   static std::once_flag once;
@@ -33,7 +35,9 @@ VcpuThread::VcpuThread(kvm::Vcpu vcpu, const devices::Bus& pio, const devices::B
   install_kick_handler();
 }
 
-VcpuThread::~VcpuThread() { join(); }
+VcpuThread::~VcpuThread() {
+  join();
+}
 
 void VcpuThread::start() {
   thread_ = std::thread([this] {
@@ -47,11 +51,15 @@ void VcpuThread::start() {
 void VcpuThread::kick() {
   // immediate_exit covers a thread about to enter KVM_RUN; the signal one already inside.
   vcpu_.set_immediate_exit(true);
-  if (started_.load(std::memory_order_acquire)) pthread_kill(handle_.load(), kick_signal());
+  if (started_.load(std::memory_order_acquire)) {
+    pthread_kill(handle_.load(), kick_signal());
+  }
 }
 
 void VcpuThread::join() {
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
 }
 
 void VcpuThread::loop() {
@@ -72,8 +80,12 @@ void VcpuThread::loop() {
       vcpu_.set_immediate_exit(false);
       continue;
     }
-    if (!handle(*exit)) return;
-    if (control_.state() != RunState::kRunning) continue;
+    if (!handle(*exit)) {
+      return;
+    }
+    if (control_.state() != RunState::kRunning) {
+      continue;
+    }
   }
 }
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "vmm/arch/x86_64/layout.h"
-#include "vmm/devices/virtio/mmio_cmdline.h"
 #include "vmm/devices/virtio/block.h"
+#include "vmm/devices/virtio/mmio_cmdline.h"
 #include "vmm/devices/virtio/net/net.h"
 #include "vmm/devices/virtio/rng.h"
 #include "vmm/devices/virtio/vsock/vsock.h"
@@ -29,7 +29,9 @@ class TransportOnBus final : public devices::BusDevice {
     }
   }
   void write(uint64_t offset, std::span<const uint8_t> data) override {
-    if (auto t = transport_.lock()) t->write(offset, data);
+    if (auto t = transport_.lock()) {
+      t->write(offset, data);
+    }
   }
 
  private:
@@ -100,14 +102,16 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
         break;
       }
       case VirtioDeviceKind::kVsock:
-        device = DSEC_TRY(virtio::VirtioVsock::create(specs[i].vsock.guest_cid,
-                                                       specs[i].vsock.uds_path, memory, device_loop));
+        device = DSEC_TRY(virtio::VirtioVsock::create(
+            specs[i].vsock.guest_cid, specs[i].vsock.uds_path, memory, device_loop));
         break;
       case VirtioDeviceKind::kNet: {
         const auto& n = specs[i].net;
         virtio::TapConfig tap;
         tap.name = n.tap;
-        if (!n.host_cidr.empty()) tap.host_ip = DSEC_TRY(virtio::parse_ipv4_cidr(n.host_cidr));
+        if (!n.host_cidr.empty()) {
+          tap.host_ip = DSEC_TRY(virtio::parse_ipv4_cidr(n.host_cidr));
+        }
         const auto mac =
             DSEC_TRY(virtio::parse_mac(n.mac.empty() ? NetConfig::kDefaultGuestMac : n.mac));
         device = DSEC_TRY(virtio::VirtioNet::create(tap, mac, memory, device_loop));

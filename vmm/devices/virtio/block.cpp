@@ -1,7 +1,5 @@
 #include "vmm/devices/virtio/block.h"
 
-#include "vmm/devices/virtio/device_signals.h"
-
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/fs.h>
@@ -19,6 +17,7 @@
 
 #include "vmm/common/log_rate_limiter.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/devices/virtio/device_signals.h"
 #include "vmm/devices/virtio/virtio_spec.h"
 
 namespace dsec::virtio {
@@ -135,10 +134,11 @@ bool VirtioBlock::Core::process_queue() {
       queue_failed(chain.error());
       break;
     }
-    if (!chain->has_value()) {
+    std::optional<DescriptorChain>& next = *chain;
+    if (!next.has_value()) {
       break;
     }
-    returned |= start_request(**chain);
+    returned |= start_request(*next);
   }
   return returned;
 }

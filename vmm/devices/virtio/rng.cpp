@@ -1,13 +1,13 @@
 #include "vmm/devices/virtio/rng.h"
 
-#include "vmm/devices/virtio/device_signals.h"
-
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "vmm/devices/virtio/device_signals.h"
 
 namespace dsec::virtio {
 
@@ -44,11 +44,12 @@ void VirtioRng::notify(uint16_t queue) {
       report_broken(chain.error());
       break;
     }
-    if (!chain->has_value()) {
+    std::optional<DescriptorChain>& next = *chain;
+    if (!next.has_value()) {
       break;
     }
-    const uint32_t written = fill(**chain);
-    if (auto added = q.add_used(memory_, (*chain)->head, written); !added) {
+    const uint32_t written = fill(*next);
+    if (auto added = q.add_used(memory_, next->head, written); !added) {
       report_broken(added.error());
       break;
     }

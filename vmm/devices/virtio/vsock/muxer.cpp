@@ -320,6 +320,7 @@ void Muxer::forward_to_host(Entry& e, GuestMemory& memory, const TxPacket& packe
   size_t sent = 0;
   if (e.tx_buf.empty() && e.fd) {
     std::vector<iovec> iovecs;
+    iovecs.reserve(spans.size());
     for (const auto& s : spans) {
       iovecs.push_back({const_cast<uint8_t*>(s.data()), s.size()});
     }
@@ -399,7 +400,7 @@ Muxer::Entry* Muxer::find(Ports ports) {
   return it == by_ports_.end() ? nullptr : find(it->second);
 }
 
-Muxer::Entry& Muxer::add_entry(Connection conn, UniqueFd fd) {
+Muxer::Entry& Muxer::add_entry(const Connection& conn, UniqueFd fd) {
   const uint64_t id = next_id_++;
   const Ports ports{conn.local_port(), conn.peer_port()};
   auto entry = std::make_unique<Entry>(id, conn, std::move(fd));

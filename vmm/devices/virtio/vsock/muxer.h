@@ -80,7 +80,7 @@ class Muxer {
  private:
   struct Entry {
     Entry(uint64_t entry_id, Connection connection, UniqueFd socket)
-        : id(entry_id), conn(connection), fd(std::move(socket)) {}
+        : id(entry_id), conn(std::move(connection)), fd(std::move(socket)) {}
 
     uint64_t id;
     Connection conn;
@@ -118,7 +118,7 @@ class Muxer {
 
   Entry* find(uint64_t id);
   Entry* find(Ports ports);
-  Entry& add_entry(Connection conn, UniqueFd fd);
+  Entry& add_entry(const Connection& conn, UniqueFd fd);
   void connect_to_host(const VsockHeader& request);
   void queue_reset_reply(const VsockHeader& to);
   uint32_t allocate_local_port();
