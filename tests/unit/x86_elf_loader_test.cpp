@@ -37,6 +37,12 @@ std::string load_error(GuestMemory& memory, const std::vector<uint8_t>& image) {
   return kernel.has_value() ? std::string("loaded") : kernel.error().message();
 }
 
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+}
+
 std::vector<uint8_t> read_guest(const GuestMemory& memory, uint64_t gpa, size_t size) {
   std::vector<uint8_t> bytes(size);
   EXPECT_TRUE(memory.read(gpa, bytes).has_value());
@@ -254,9 +260,7 @@ TEST(X86KernelLoader, ElfFileLoadsThroughTheFileWrapper) {
   GuestMemory memory = make_memory();
   const std::string path = ::testing::TempDir() + "x86_kernel_loader_vmlinux";
   const auto image = ElfImage().entry(kText).load(kText, pattern(0x100, 9)).build();
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(image.data()),
-             static_cast<std::streamsize>(image.size()));
+  write_file(path, image);
   ASSERT_OK_AND_ASSIGN(const LoadedKernel kernel, load_kernel_file(memory, path));
   EXPECT_EQ(kernel.entry, kText);
   EXPECT_EQ(read_guest(memory, kText, 0x100), pattern(0x100, 9));
@@ -282,9 +286,7 @@ TEST(X86KernelLoader, PageAlignedSegmentsAreMappedCopyOnWriteFromTheFile) {
   // Two whole pages plus a partial one, and a bss page after it.
   const auto text = pattern(0x2800, 4);
   const auto image = ElfImage().page_aligned().entry(kText).load(kText, text, 0x4000).build();
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(image.data()),
-             static_cast<std::streamsize>(image.size()));
+  write_file(path, image);
   ASSERT_OK(load_kernel_file(memory, path));
 
   EXPECT_EQ(read_guest(memory, kText, text.size()), text);
@@ -313,9 +315,7 @@ TEST(X86KernelLoader, SegmentsAtUnalignedFileOffsetsAreCopied) {
   const std::string path = ::testing::TempDir() + "x86_kernel_loader_unaligned_vmlinux";
   const auto text = pattern(0x3000, 6);
   const auto image = ElfImage().entry(kText).load(kText, text).build();  // offset 0x78
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(image.data()),
-             static_cast<std::streamsize>(image.size()));
+  write_file(path, image);
   ASSERT_OK(load_kernel_file(memory, path));
   EXPECT_EQ(read_guest(memory, kText, text.size()), text);
   EXPECT_TRUE(mappings_of(path).empty());

@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
-#include <cerrno>
-
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace dsec {
