@@ -1,12 +1,11 @@
 // Loading an ELF64 vmlinux, and refusing every malformed one with an error that says why.
 #include <elf.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <cstdio>
-#include <fmt/format.h>
-
 #include <fstream>
 #include <random>
 #include <string>
