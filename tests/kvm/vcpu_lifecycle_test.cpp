@@ -2,6 +2,7 @@
 // resume, stop; a triple fault ends the VM with a defined exit; port writes reach the bus;
 // nothing leaks.
 #include <dirent.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -21,6 +22,7 @@ using machine::RunControl;
 using machine::RunState;
 using machine::VcpuThread;
 using machine::VmExitKind;
+using ::testing::HasSubstr;
 
 // Records the bytes written to its port.
 class RecordingDevice final : public devices::BusDevice {
@@ -113,6 +115,8 @@ TEST(VcpuLifecycle, PortWritesReachTheBusAndATripleFaultEndsTheVm) {
   thread.join();
   EXPECT_EQ(exit.kind, VmExitKind::kTripleFault) << exit.describe();
   EXPECT_EQ(exit.exit_code(), 2);
+  // The message says where the guest was: real mode (CR0.PE clear), just past the int3.
+  EXPECT_THAT(exit.describe(), HasSubstr("triple-faulted at RIP=")) << exit.describe();
   EXPECT_EQ(device->bytes(), (std::vector<uint8_t>{'o', 'k'}));
 }
 

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <type_traits>
 
+#include "vmm/kvm/cpu_state_text.h"
+
 namespace dsec::machine {
 namespace {
 
@@ -113,7 +115,8 @@ bool VcpuThread::handle(const kvm::VcpuExit& exit) {
           }
           return true;
         } else if constexpr (std::is_same_v<T, kvm::ShutdownExit>) {
-          control_.request_exit({VmExitKind::kTripleFault, who + " triple-faulted"});
+          control_.request_exit({VmExitKind::kTripleFault,
+                                 who + " triple-faulted at " + kvm::describe_cpu_state(vcpu_)});
           return false;
         } else if constexpr (std::is_same_v<T, kvm::HltExit>) {
           control_.request_exit({VmExitKind::kGuestPowerOff, who + " halted"});
@@ -134,7 +137,8 @@ bool VcpuThread::handle(const kvm::VcpuExit& exit) {
         } else if constexpr (std::is_same_v<T, kvm::DebugExit>) {
           return true;
         } else {
-          control_.request_exit({VmExitKind::kKvmError, who + ": " + kvm::describe(exit)});
+          control_.request_exit({VmExitKind::kKvmError, who + ": " + kvm::describe(exit) + " at " +
+                                                            kvm::describe_cpu_state(vcpu_)});
           return false;
         }
       },
