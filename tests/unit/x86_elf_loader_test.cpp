@@ -278,6 +278,18 @@ std::vector<std::string> mappings_of(const std::string& path) {
   return found;
 }
 
+// By default the same segments are copied: nothing of the file stays mapped.
+TEST(X86KernelLoader, ByDefaultPageAlignedSegmentsAreCopiedNotMapped) {
+  GuestMemory memory = make_memory();
+  const std::string path = ::testing::TempDir() + "x86_kernel_loader_copied_vmlinux";
+  const auto text = pattern(0x2800, 4);
+  write_file(path, ElfImage().page_aligned().entry(kText).load(kText, text, 0x4000).build());
+  ASSERT_OK(load_kernel_file(memory, path));
+  EXPECT_EQ(read_guest(memory, kText, text.size()), text);
+  EXPECT_TRUE(mappings_of(path).empty()) << mappings_of(path)[0];
+  std::remove(path.c_str());
+}
+
 TEST(X86KernelLoader, PageAlignedSegmentsAreMappedCopyOnWriteFromTheFile) {
   GuestMemory memory = make_memory();
   ASSERT_OK(memory.fill(kText, 0x8000, 0xee));  // dirty: the loader must leave no stale byte
@@ -286,7 +298,7 @@ TEST(X86KernelLoader, PageAlignedSegmentsAreMappedCopyOnWriteFromTheFile) {
   const auto text = pattern(0x2800, 4);
   const auto image = ElfImage().page_aligned().entry(kText).load(kText, text, 0x4000).build();
   write_file(path, image);
-  ASSERT_OK(load_kernel_file(memory, path));
+  ASSERT_OK(load_kernel_file(memory, path, KernelPages::kShared));
 
   EXPECT_EQ(read_guest(memory, kText, text.size()), text);
   EXPECT_EQ(read_guest(memory, kText + text.size(), 0x4000 - text.size()),

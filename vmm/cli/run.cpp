@@ -36,6 +36,7 @@ struct RunOptions {
   std::string console;  // file for the serial output; empty: stdout
   std::string metrics_file;
   bool rng = false;
+  bool share_kernel_pages = false;
   std::vector<std::string> drives;  // PATH[,ro][,id=ID]
   std::string vsock;                // the vsock device's Unix socket; empty: no vsock
   uint64_t vsock_cid = 3;
@@ -150,6 +151,7 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   config.kernel_path = options.kernel;
   config.initrd_path = options.initrd;
   config.rng = options.rng;
+  config.share_kernel_pages = options.share_kernel_pages;
   for (const auto& spec : options.drives) {
     auto drive = parse_drive(spec);
     if (!drive) {
@@ -238,6 +240,11 @@ void add_run_command(CLI::App& app, CommandAction& action,
   run->add_option("--console", options->console, "Write the guest's console to this file");
   run->add_option("--metrics-file", options->metrics_file,
                   "Write boot figures (JSON) here when the VM ends");
+  run->add_flag("--share-kernel-pages", options->share_kernel_pages,
+                "Map a vmlinux's pages copy-on-write from the page cache instead of copying "
+                "them: VMs booting the same file share them (less memory per VM), but the boot "
+                "is slower (each page the guest writes is a copy-on-write fault). No effect on "
+                "a bzImage");
   run->add_flag("--rng", options->rng,
                 "Give the guest a virtio-rng device (/dev/hwrng) fed by the host's getrandom(); "
                 "off by default");

@@ -27,7 +27,9 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
   // that does not fit is the user's mistake, reported before any KVM call.
   auto ranges = DSEC_TRY(x86_64::ram_regions(config.memory_mib * x86_64::kMiB));
   auto memory = DSEC_TRY(GuestMemory::anonymous(ranges));
-  auto kernel = DSEC_TRY(x86_64::load_kernel_file(memory, config.kernel_path));
+  auto kernel = DSEC_TRY(x86_64::load_kernel_file(
+      memory, config.kernel_path,
+      config.share_kernel_pages ? x86_64::KernelPages::kShared : x86_64::KernelPages::kCopied));
   spdlog::debug("kernel loaded");
   std::optional<GuestRange> initrd;
   if (!config.initrd_path.empty()) {

@@ -48,6 +48,9 @@ struct MachineConfig {
   std::string cmdline;
   uint32_t vcpus = 1;
   uint64_t memory_mib = 128;
+  // A vmlinux's pages: copied (the faster boot) or shared copy-on-write from the page
+  // cache with every VM booting the same file (x86_64::KernelPages).
+  bool share_kernel_pages = false;
   int console_output_fd = STDOUT_FILENO;  // where the guest's serial output goes
   int console_input_fd = -1;              // what the guest's serial port reads; -1: nothing
   // The guest's init announces a deliberate reboot on the boot-timer port (our default

@@ -10,6 +10,7 @@ namespace dsec {
 
 namespace {
 constexpr uint64_t kPageSize = 4096;
+constexpr uint64_t kHugePageSize = 2 << 20;
 }  // namespace
 
 Result<MmapRegion> MmapRegion::anonymous(uint64_t size) {
@@ -19,13 +20,27 @@ Result<MmapRegion> MmapRegion::anonymous(uint64_t size) {
                     "multiple of 4 KiB",
                     size));
   }
-  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+  // Reserve a little more and keep a 2 MiB aligned window: guest regions start 2 MiB
+  // aligned, and KVM maps a guest's 2 MiB page with one huge page-table entry only where
+  // the host address has the same alignment (and the host backs it with a huge page,
+  // under transparent huge pages).
+  const uint64_t reserved = size + kHugePageSize - kPageSize;
+  void* data = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (data == MAP_FAILED) {
     return fail_errno(fmt::format("mmap of {} MiB of anonymous guest memory", size >> 20), errno,
                       "lower the VM's memory size or raise the process's address-space limit");
   }
-  return MmapRegion(static_cast<uint8_t*>(data), size);
+  auto* start = static_cast<uint8_t*>(data);
+  const auto address = reinterpret_cast<uintptr_t>(start);
+  auto* aligned = start + ((kHugePageSize - address % kHugePageSize) % kHugePageSize);
+  if (aligned != start) {
+    ::munmap(start, aligned - start);
+  }
+  if (auto* end = aligned + size; end != start + reserved) {
+    ::munmap(end, start + reserved - end);
+  }
+  return MmapRegion(aligned, size);
 }
 
 MmapRegion::MmapRegion(MmapRegion&& other) noexcept

@@ -12,7 +12,8 @@ namespace dsec {
 class MmapRegion {
  public:
   // Private anonymous memory of `size` bytes (a non-zero multiple of the 4 KiB page),
-  // MAP_NORESERVE: pages cost memory only once the guest or the VMM touches them.
+  // MAP_NORESERVE: pages cost memory only once the guest or the VMM touches them. Its
+  // start is 2 MiB aligned, so that KVM can map huge pages where the host has them.
   static Result<MmapRegion> anonymous(uint64_t size);
 
   MmapRegion(MmapRegion&& other) noexcept;

@@ -41,12 +41,14 @@ Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> i
               "give an x86-64 bzImage (arch/x86/boot/bzImage) or an uncompressed vmlinux");
 }
 
-Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path) {
+Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path,
+                                      KernelPages pages) {
   auto image = map_file(path, kMaxKernelFileSize);
   if (!image) {
     return std::unexpected(image.error().with_context("kernel"));
   }
-  auto kernel = load_kernel(memory, image->bytes(), image->fd());
+  auto kernel =
+      load_kernel(memory, image->bytes(), pages == KernelPages::kShared ? image->fd() : -1);
   if (!kernel) {
     return std::unexpected(kernel.error().with_context(path));
   }

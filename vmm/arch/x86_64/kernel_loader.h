@@ -44,8 +44,21 @@ struct LoadedKernel {
 // copied (GuestMemory::map_file_pages), so VMs booting the same vmlinux share its pages.
 Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> image,
                                  int image_fd = -1);
-// Reads the file and loads it; errors start with the path.
-Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path);
+// How a vmlinux's page-aligned segments reach guest memory.
+enum class KernelPages {
+  // Copied into the guest's own memory: the faster boot. The guest's first touch of each
+  // page costs one fault, or one per 2 MiB where guest RAM is on huge pages.
+  kCopied,
+  // Mapped copy-on-write from the file (GuestMemory::map_file_pages): every VM booting
+  // the same vmlinux shares its pages from the page cache, less memory per VM, but each
+  // page the guest writes costs a copy-on-write fault (freeing init memory writes over
+  // 4 MiB of it), and those pages are never on huge pages.
+  kShared,
+};
+
+// Maps the file and loads it; errors start with the path. A bzImage is always copied.
+Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path,
+                                      KernelPages pages = KernelPages::kCopied);
 
 Result<LoadedKernel> load_elf_kernel(GuestMemory& memory, std::span<const uint8_t> image,
                                      int image_fd = -1);
