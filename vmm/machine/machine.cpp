@@ -21,12 +21,15 @@ namespace dsec::machine {
 using namespace std::chrono_literals;
 
 Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
+  spdlog::debug("creating the VM");
   DSEC_TRY(validate(config));
+  spdlog::debug("configuration checked");
 
   // Guest memory and everything loaded into it come first: a bad kernel or an initrd
   // that does not fit is the user's mistake, reported before any KVM call.
   auto ranges = DSEC_TRY(x86_64::ram_regions(config.memory_mib * x86_64::kMiB));
   auto memory = DSEC_TRY(GuestMemory::anonymous(ranges));
+  spdlog::debug("guest memory mapped");
   auto kernel = DSEC_TRY(x86_64::load_kernel_file(
       memory, config.kernel_path,
       config.share_kernel_pages ? x86_64::KernelPages::kShared : x86_64::KernelPages::kCopied));
