@@ -33,6 +33,20 @@ GuestMemory two_adjacent_regions() {
   return std::move(GuestMemory::anonymous(ranges).value());
 }
 
+// KVM maps a guest's 2 MiB with one huge entry only where the host address is as aligned
+// as the guest address (guest regions start 2 MiB aligned).
+TEST(MmapRegion, AnonymousMemoryStartsOnA2MibBoundary) {
+  constexpr uint64_t k2Mib = 2 << 20;
+  for (const uint64_t size : {uint64_t{0x3000}, 3 * k2Mib + 0x5000, 8 * k2Mib}) {
+    auto region = MmapRegion::anonymous(size);
+    ASSERT_TRUE(region.has_value());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(region->data()) % k2Mib, 0u) << size;
+    EXPECT_EQ(region->size(), size);
+    region->data()[0] = 1;  // both ends are ours to write
+    region->data()[size - 1] = 2;
+  }
+}
+
 TEST(GuestMemory, FreshMemoryReadsZeroAndKeepsWhatIsWritten) {
   const std::array<GuestRange, 1> ranges{{{0, 2 * kMiB}}};
   ASSERT_OK_AND_ASSIGN(GuestMemory memory, GuestMemory::anonymous(ranges));
