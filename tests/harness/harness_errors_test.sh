@@ -3,19 +3,7 @@
 # message that says what to do. They need no KVM and no VM.
 set -uo pipefail
 harness=$1
-failures=0
-
-expect() {  # expect NAME WANT_RC WANT_TEXT -- command...
-  local name=$1 want_rc=$2 want_text=$3; shift 4
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [[ $rc -ne $want_rc || $out != *"$want_text"* ]]; then
-    echo "FAIL $name: rc=$rc (want $want_rc), output:"; echo "$out" | sed 's/^/  | /'
-    failures=$((failures + 1))
-  else
-    echo "ok   $name"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
 
 # No usable /dev/kvm and no QEMU: say what to install. PATH keeps bash and coreutils only.
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

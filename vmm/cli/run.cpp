@@ -37,6 +37,8 @@ struct RunOptions {
   std::string metrics_file;
   bool rng = false;
   bool share_kernel_pages = false;
+  std::string profile_guest;  // empty: no profile
+  uint32_t profile_interval_us = 1000;
   std::vector<std::string> drives;  // PATH[,ro][,id=ID]
   std::string vsock;                // the vsock device's Unix socket; empty: no vsock
   uint64_t vsock_cid = 3;
@@ -152,6 +154,8 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   config.initrd_path = options.initrd;
   config.rng = options.rng;
   config.share_kernel_pages = options.share_kernel_pages;
+  config.guest_profile_path = options.profile_guest;
+  config.guest_profile_interval = std::chrono::microseconds(options.profile_interval_us);
   for (const auto& spec : options.drives) {
     auto drive = parse_drive(spec);
     if (!drive) {
@@ -245,6 +249,14 @@ void add_run_command(CLI::App& app, CommandAction& action,
                 "them: VMs booting the same file share them (less memory per VM), but the boot "
                 "is slower (each page the guest writes is a copy-on-write fault). No effect on "
                 "a bzImage");
+  run->add_option("--profile-guest", options->profile_guest,
+                  "Sample where each vCPU is (its instruction pointer) every "
+                  "--profile-interval-us and write the samples to this file when the VM ends; "
+                  "tools/guest-profile turns them into a per-function report. Each sample is an "
+                  "exit: the guest runs slower while profiled");
+  run->add_option("--profile-interval-us", options->profile_interval_us,
+                  "Microseconds between two samples of --profile-guest (100 to 1000000)")
+      ->capture_default_str();
   run->add_flag("--rng", options->rng,
                 "Give the guest a virtio-rng device (/dev/hwrng) fed by the host's getrandom(); "
                 "off by default");

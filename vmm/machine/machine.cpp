@@ -84,6 +84,14 @@ Machine::Machine(const MachineConfig& config, GuestMemory memory, kvm::KvmSystem
       kvm_(std::move(kvm)),
       vm_(std::move(vm)) {
   control_.set_kick([this] { kick_all(); });
+  if (!config_.guest_profile_path.empty()) {
+    // Only the vCPUs: the console input thread has nothing to sample.
+    profiler_ = std::make_unique<GuestProfiler>(config_.guest_profile_interval, [this] {
+      for (auto& vcpu : vcpus_) {
+        vcpu->kick();
+      }
+    });
+  }
 }
 
 Machine::~Machine() {
@@ -131,7 +139,8 @@ Status Machine::setup_vcpus(const x86_64::LoadedKernel& kernel) {
       DSEC_TRY(vcpu.set_sregs(x86_64::boot_sregs(kernel.protocol, DSEC_TRY(vcpu.get_sregs()))));
       DSEC_TRY(vcpu.set_regs(x86_64::boot_regs(kernel)));
     }
-    vcpus_.push_back(std::make_unique<VcpuThread>(std::move(vcpu), pio_, mmio_, control_));
+    vcpus_.push_back(
+        std::make_unique<VcpuThread>(std::move(vcpu), pio_, mmio_, control_, profiler_.get()));
   }
   return ok();
 }
@@ -177,6 +186,9 @@ Status Machine::start() {
   for (auto& vcpu : vcpus_) {
     vcpu->start();
   }
+  if (profiler_) {
+    profiler_->start();
+  }
   return ok();
 }
 
@@ -218,12 +230,31 @@ void Machine::stop(std::string why) {
 VmExit Machine::wait() {
   VmExit exit = control_.wait_for_exit();
   join_all();
+  write_profile();
   return exit;
+}
+
+void Machine::write_profile() const {
+  if (!profiler_) {
+    return;
+  }
+  const auto samples = profiler_->samples();
+  if (auto written =
+          GuestProfiler::write(config_.guest_profile_path, samples, config_.guest_profile_interval);
+      !written) {
+    spdlog::warn("{}", written.error().message());
+    return;
+  }
+  spdlog::info("guest profile: {} samples in {} (report: tools/guest-profile {})", samples.size(),
+               config_.guest_profile_path, config_.guest_profile_path);
 }
 
 void Machine::join_all() {
   if (joined_) {
     return;
+  }
+  if (profiler_) {
+    profiler_->stop();
   }
   for (auto& vcpu : vcpus_) {
     vcpu->join();

@@ -17,6 +17,7 @@
 #include "vmm/arch/x86_64/kernel_loader.h"
 #include "vmm/kvm/kvm_system.h"
 #include "vmm/kvm/vm.h"
+#include "vmm/machine/guest_profiler.h"
 #include "vmm/machine/machine_config.h"
 #include "vmm/machine/run_control.h"
 #include "vmm/machine/vcpu_thread.h"
@@ -65,6 +66,7 @@ class Machine {
   void kick_all();
   void input_loop();
   void join_all();
+  void write_profile() const;
 
   MachineConfig config_;
   RunControl control_;
@@ -78,6 +80,8 @@ class Machine {
   // After the buses and vm_, so that it goes first: its event loop stops before the
   // devices and the KVM registrations go.
   std::unique_ptr<VirtioDevices> virtio_;
+  // Before vcpus_, which point to it; stopped in join_all() before they are joined.
+  std::unique_ptr<GuestProfiler> profiler_;
   std::vector<std::unique_ptr<VcpuThread>> vcpus_;
   UniqueFd input_stop_;  // eventfd that ends the console input thread
   std::thread input_thread_;

@@ -1,10 +1,14 @@
 #include "vmm/machine/machine_config.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "vmm/arch/x86_64/layout.h"
 #include "vmm/devices/virtio/net/net.h"
 #include "vmm/devices/virtio/net/tap.h"
+#include "vmm/machine/guest_profiler.h"
 #include "vmm/machine/virtio_devices.h"
 
 namespace dsec::machine {
@@ -17,6 +21,24 @@ Status check_file(const std::string& path, const char* what) {
                       errno == ENOENT ? "check the path" : "check its permissions");
   }
   if (!S_ISREG(st.st_mode)) return fail(std::string(what) + " " + path + " is not a regular file");
+  return ok();
+}
+
+// The profile is written when the VM ends: check now that it can be, not after the run.
+Status check_profile_output(const MachineConfig& config) {
+  if (config.guest_profile_path.empty()) return ok();
+  const auto interval = config.guest_profile_interval;
+  if (interval < GuestProfiler::kMinInterval || interval > GuestProfiler::kMaxInterval) {
+    return fail("--profile-interval-us " + std::to_string(interval.count()) + " is out of range",
+                "give " + std::to_string(GuestProfiler::kMinInterval.count()) + " to " +
+                    std::to_string(GuestProfiler::kMaxInterval.count()));
+  }
+  const std::filesystem::path path(config.guest_profile_path);
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return fail_errno("--profile-guest " + config.guest_profile_path + ": directory " + dir.string(),
+                      errno, "give a path in a writable directory");
+  }
   return ok();
 }
 
@@ -88,6 +110,7 @@ Status validate(const MachineConfig& config) {
       }
     }
   }
+  DSEC_TRY(check_profile_output(config));
   if (virtio_devices(config).size() > x86_64::kMaxVirtioMmioDevices) {
     return fail("more virtio devices than the " + std::to_string(x86_64::kMaxVirtioMmioDevices) +
                 " virtio-mmio slots");

@@ -64,6 +64,9 @@ struct MachineConfig {
   std::optional<VsockConfig> vsock;
   std::optional<NetConfig> net;
   bool rng = false;  // virtio-rng: entropy from the host's getrandom()
+  // Where to write a guest profile (machine/guest_profiler.h) when the VM ends; empty: none.
+  std::string guest_profile_path;
+  std::chrono::microseconds guest_profile_interval{1000};
   // When the VMM process started, for the boot-time figures.
   std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
 };

@@ -32,8 +32,8 @@ void install_kick_handler() {
 }  // namespace
 
 VcpuThread::VcpuThread(kvm::Vcpu vcpu, const devices::Bus& pio, const devices::Bus& mmio,
-                       RunControl& control)
-    : vcpu_(std::move(vcpu)), pio_(pio), mmio_(mmio), control_(control) {
+                       RunControl& control, GuestProfiler* profiler)
+    : vcpu_(std::move(vcpu)), pio_(pio), mmio_(mmio), control_(control), profiler_(profiler) {
   install_kick_handler();
 }
 
@@ -80,6 +80,11 @@ void VcpuThread::loop() {
     if (std::holds_alternative<kvm::InterruptedExit>(*exit)) {
       // Clear the kick before looking at the state: a kick after this stays pending.
       vcpu_.set_immediate_exit(false);
+      if (profiler_ != nullptr) {
+        if (auto regs = vcpu_.get_regs(); regs) {
+          profiler_->record(vcpu_.id(), regs->rip);
+        }
+      }
       continue;
     }
     if (!handle(*exit)) {

@@ -9,14 +9,16 @@
 
 #include "vmm/devices/bus.h"
 #include "vmm/kvm/vcpu.h"
+#include "vmm/machine/guest_profiler.h"
 #include "vmm/machine/run_control.h"
 
 namespace dsec::machine {
 
 class VcpuThread {
  public:
-  VcpuThread(kvm::Vcpu vcpu, const devices::Bus& pio, const devices::Bus& mmio,
-             RunControl& control);
+  // `profiler`, if not null, gets this vCPU's RIP after every kick.
+  VcpuThread(kvm::Vcpu vcpu, const devices::Bus& pio, const devices::Bus& mmio, RunControl& control,
+             GuestProfiler* profiler = nullptr);
   VcpuThread(const VcpuThread&) = delete;
   VcpuThread& operator=(const VcpuThread&) = delete;
   ~VcpuThread();  // joins
@@ -38,6 +40,7 @@ class VcpuThread {
   const devices::Bus& pio_;
   const devices::Bus& mmio_;
   RunControl& control_;
+  GuestProfiler* const profiler_;
   std::thread thread_;
   std::atomic<pthread_t> handle_{};
   std::atomic<bool> started_{false};
