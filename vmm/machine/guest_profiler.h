@@ -24,8 +24,6 @@ class GuestProfiler {
     uint32_t vcpu = 0;
     std::chrono::nanoseconds since_start{0};  // since start()
     uint64_t rip = 0;
-
-    bool operator==(const Sample&) const = default;
   };
 
   static constexpr std::chrono::microseconds kMinInterval{100};
@@ -37,7 +35,8 @@ class GuestProfiler {
   GuestProfiler& operator=(const GuestProfiler&) = delete;
   ~GuestProfiler();  // stops
 
-  // Starts the sampling thread; the clock of the samples starts here.
+  // Starts the sampling thread; the clock of the samples starts here. Call it before the
+  // threads that record() start.
   void start();
   // Stops and joins the sampling thread (idempotent). record() still works after.
   void stop();

@@ -183,11 +183,12 @@ Status Machine::start() {
       }
     }));
   }
+  if (profiler_) {
+    // Before the vCPU threads: their samples are timed from its start.
+    profiler_->start();
+  }
   for (auto& vcpu : vcpus_) {
     vcpu->start();
-  }
-  if (profiler_) {
-    profiler_->start();
   }
   return ok();
 }
