@@ -48,13 +48,13 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
 
   // exec through the CLI.
   const ProcessOutput uname = run_vmm({"exec", vm.vsock_path(), "--", "uname", "-a"}, 120s);
-  ASSERT_EQ(uname.exit_status, 0) << uname.describe() << vm.describe();
+  ASSERT_EQ(uname.exit_status, 0) << uname.describe() << vm.describe_stuck();
   EXPECT_THAT(uname.out, HasSubstr("Linux"));
 
   // 10 MiB through stdout, byte for byte.
   auto big = exec(client, {{"seq", "1", "1500000"}, {}, "", 0, false});
   ASSERT_TRUE(big.status.has_value()) << big.status.error().message() << " after "
-                                       << big.out.size() << " bytes\n" << vm.describe();
+                                       << big.out.size() << " bytes\n" << vm.describe_stuck();
   std::string want;
   for (int i = 1; i <= 1500000; ++i) want += std::to_string(i) + "\n";
   EXPECT_EQ(big.out.size(), want.size());
@@ -67,10 +67,10 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   const std::string host_in = vm.dir() / "in.bin", host_out = vm.dir() / "out.bin";
   std::ofstream(host_in, std::ios::binary)
       .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  const ProcessOutput cp_in = run_vmm({"cp", vm.vsock_path(), host_in, "vm:/tmp/big.bin"}, 300s);
-  ASSERT_EQ(cp_in.exit_status, 0) << cp_in.describe();
-  const ProcessOutput cp_out = run_vmm({"cp", vm.vsock_path(), "vm:/tmp/big.bin", host_out}, 300s);
-  ASSERT_EQ(cp_out.exit_status, 0) << cp_out.describe();
+  const ProcessOutput cp_in = run_vmm({"cp", vm.vsock_path(), host_in, "vm:/tmp/big.bin"}, 120s);
+  ASSERT_EQ(cp_in.exit_status, 0) << cp_in.describe() << vm.describe_stuck();
+  const ProcessOutput cp_out = run_vmm({"cp", vm.vsock_path(), "vm:/tmp/big.bin", host_out}, 120s);
+  ASSERT_EQ(cp_out.exit_status, 0) << cp_out.describe() << vm.describe_stuck();
   std::ifstream back_in(host_out, std::ios::binary);
   const std::vector<uint8_t> back((std::istreambuf_iterator<char>(back_in)), {});
   EXPECT_EQ(back.size(), data.size());
@@ -82,6 +82,17 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   EXPECT_EQ(slow.status->kind, agent::ExitStatus::Kind::kTimedOut);
   const ProcessOutput slow_cli = run_vmm({"exec", "--timeout", "1", vm.vsock_path(), "--", "sleep", "60"}, 120s);
   EXPECT_EQ(slow_cli.exit_status, 124) << slow_cli.describe();
+
+  // SIGUSR1 makes the VMM log its devices' state: here the vsock device with one stream
+  // open to the agent, a command still running on it.
+  std::thread sleeper([&] {
+    auto c = vm.client();
+    exec(c, {{"sleep", "8"}, {}, "", 0, false});
+  });
+  const std::string state = vm.log_device_state("<-> guest port 1024, established", 60s);
+  sleeper.join();
+  EXPECT_THAT(state, HasSubstr("virtio-vsock (type 19): status 0xf (active)")) << state;
+  EXPECT_THAT(state, HasSubstr("<-> guest port 1024, established: from the guest")) << state;
 
   // 32 commands at once, each on its own vsock stream, each with its own output.
   std::array<Captured, 32> results;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,8 @@ class FakeVirtioDevice final : public VirtioDevice {
   // broken queue makes it signal DEVICE_NEEDS_RESET, as a real device would.
   GuestMemory* serve_queues_in = nullptr;
   bool fail_activation = false;
+  // What describe_state() returns.
+  std::string state_text;
 
   // What the transport did.
   int activations = 0;
@@ -64,6 +67,7 @@ class FakeVirtioDevice final : public VirtioDevice {
     return ok();
   }
 
+  std::string describe_state() const override { return state_text; }
   void reset() override {
     ++resets;
     queues = {};

@@ -103,6 +103,27 @@ class Sandbox {
   const std::string& vsock_path() const { return vsock_; }
   const std::filesystem::path& dir() const { return dir_; }
 
+  // Asks the VMM to log its devices' state (SIGUSR1), again every half second, until its
+  // log contains `want` or `deadline` passes; returns the log.
+  std::string log_device_state(const std::string& want, std::chrono::seconds deadline) {
+    const auto end = std::chrono::steady_clock::now() + deadline;
+    std::string log;
+    do {
+      if (pid_ > 0) ::kill(pid_, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::stringstream s;
+      s << std::ifstream((dir_ / "vmm.log").string()).rdbuf();
+      log = s.str();
+    } while (log.find(want) == std::string::npos && std::chrono::steady_clock::now() < end);
+    return log;
+  }
+
+  // describe(), after the VMM logged its devices' state: for a step that timed out.
+  std::string describe_stuck() {
+    log_device_state("virtio slot", std::chrono::seconds(5));
+    return describe();
+  }
+
   // The guest's console and the VMM's log, for failure messages.
   std::string describe() const {
     std::stringstream s;

@@ -253,6 +253,23 @@ TEST_F(MmioTransportTest, DriverOkActivatesTheDeviceWithItsQueuesAndFeatures) {
   EXPECT_EQ(device_->interrupt, transport_->interrupt());
 }
 
+TEST_F(MmioTransportTest, DescribeListsStatusQueuesAndTheDevicesOwnLinesIndented) {
+  device_->state_text = "first line\nsecond line";
+  EXPECT_EQ(transport_->describe(),
+            "virtio-unknown (type 42): status 0x0 (inactive), interrupt status 0x0\n"
+            "  queue 0: not ready\n"
+            "  queue 1: not ready");  // an inactive device has nothing to add
+  bring_up();
+  transport_->interrupt()->signal_used_buffer();
+  EXPECT_EQ(transport_->describe(),
+            "virtio-unknown (type 42): status 0xf (active), interrupt status 0x1\n"
+            "  queue 0: size 8, device next avail 0 next used 0; driver avail idx 0, used idx 0; "
+            "avail flags 0\n"
+            "  queue 1: not ready\n"
+            "  first line\n"
+            "  second line");
+}
+
 TEST_F(MmioTransportTest, QueueSetupIsIgnoredOnceLive) {
   bring_up();
   wr(kQueueSel, 0);

@@ -482,5 +482,36 @@ TEST_F(VirtQueueTest, WithoutEventIdxAvailEventIsNeverWritten) {
   EXPECT_EQ(driver_->avail_event(), 0xabcd);
 }
 
+TEST_F(VirtQueueTest, DescribeShowsTheDevicesIndicesBesideWhatTheDriverWrote) {
+  configure(/*event_idx=*/true, /*indirect=*/false);
+  driver_->set_desc(0, kBuf, 1, 0);
+  driver_->publish(0);
+  driver_->publish(0);
+  driver_->set_used_event(5);
+  pop_chain();
+  ASSERT_OK(queue_->add_used(memory_, 0, 0));
+  ASSERT_OK(queue_->needs_notification(memory_));
+  EXPECT_EQ(queue_->describe(memory_),
+            "size 8, device next avail 1 next used 1; driver avail idx 2, used idx 1; "
+            "used_event 5, avail_event 0, last notified at used 1");
+
+  configure(/*event_idx=*/false, /*indirect=*/false);
+  driver_->set_avail_flags(1);
+  EXPECT_EQ(queue_->describe(memory_),
+            "size 8, device next avail 0 next used 0; driver avail idx 0, used idx 0; "
+            "avail flags 1");
+}
+
+TEST_F(VirtQueueTest, DescribeSaysWhatItCannotReadAndWhenTheQueueIsBroken) {
+  // A ring the driver moved out of guest memory after validation (a restored state, say).
+  queue_->state().avail_ring = kRamEnd + 0x1000;
+  driver_->set_avail_idx(100);  // where the ring was: not read
+  EXPECT_THAT(queue_->describe(memory_), HasSubstr("driver avail idx unreadable"));
+  queue_->state().broken = true;
+  EXPECT_THAT(queue_->describe(memory_), HasSubstr("BROKEN"));
+  queue_->state().ready = false;
+  EXPECT_EQ(queue_->describe(memory_), "not ready");
+}
+
 }  // namespace
 }  // namespace dsec::virtio

@@ -140,5 +140,24 @@ TEST(VsockConnection, ClosingOwesShutdownAndResetOwesOnlyRst) {
   EXPECT_FALSE(c.has_control());
 }
 
+TEST(VsockConnection, DescribeGivesBothDirectionsCountersAndWhatIsOwed) {
+  Connection c = established();
+  c.update_peer_credit(guest_credit(1000, 100));
+  ASSERT_TRUE(c.accept_guest_data(700));
+  c.on_forwarded_to_host(500);
+  c.on_sent_to_guest(300);
+  c.queue_control(kOpCreditUpdate);
+  EXPECT_EQ(c.describe(),
+            "host port 1073741824 <-> guest port 52, established: from the guest 700 bytes, 500 "
+            "taken by the host (the guest last heard 0); to the guest 300 bytes, credit 800 of "
+            "its 1000, 1 control packets owed");
+  ASSERT_TRUE(c.take_control().has_value());
+  c.on_peer_shutdown(kShutdownSend);
+  EXPECT_EQ(c.describe(),
+            "host port 1073741824 <-> guest port 52, established: from the guest 700 bytes, 500 "
+            "taken by the host (the guest last heard 500); to the guest 300 bytes, credit 800 of "
+            "its 1000, guest shut down 0x2");
+}
+
 }  // namespace
 }  // namespace dsec::virtio::vsock

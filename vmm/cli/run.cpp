@@ -111,36 +111,51 @@ void write_metrics(const std::string& path, const machine::MachineMetrics& m,
   if (!out) spdlog::error("could not write the metrics file {}", path);
 }
 
-// Blocks SIGINT and SIGTERM in every thread (construct it before any thread starts); a
-// watcher thread turns them into Machine::stop().
-class StopSignals {
+// The signals `dsec-vmm run` acts on: SIGINT and SIGTERM stop the VM, SIGUSR1 logs the
+// state of its virtio devices. Blocked in every thread: construct it before any thread starts.
+class ControlSignals {
  public:
-  StopSignals() {
+  ControlSignals() {
     sigemptyset(&set_);
     sigaddset(&set_, SIGINT);
     sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set_, nullptr);
   }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-  void watch(machine::Machine& vm) {
-    watcher_ = std::thread([this, &vm] {
-      const timespec tick{0, 100'000'000};
-      while (!done_.load()) {
-        int sig = sigtimedwait(&set_, nullptr, &tick);
-        if (sig > 0) vm.stop(sig == SIGINT ? "received SIGINT" : "received SIGTERM");
-      }
-    });
-  }
-  ~StopSignals() {
-    done_.store(true);
-    if (watcher_.joinable()) watcher_.join();
-  }
+  ControlSignals(const ControlSignals&) = delete;
+  ControlSignals& operator=(const ControlSignals&) = delete;
+  const sigset_t& set() const { return set_; }
 
  private:
   sigset_t set_{};
+};
+
+// Turns ControlSignals into Machine calls on a thread of its own while it lives. Declare it
+// after the Machine, so that it is joined before the Machine goes.
+class SignalWatcher {
+ public:
+  SignalWatcher(const ControlSignals& signals, machine::Machine& vm)
+      : thread_([this, set = signals.set(), &vm] {
+          const timespec tick{0, 100'000'000};
+          while (!done_.load()) {
+            const int sig = sigtimedwait(&set, nullptr, &tick);
+            if (sig == SIGUSR1) {
+              vm.log_device_state();
+            } else if (sig > 0) {
+              vm.stop(sig == SIGINT ? "received SIGINT" : "received SIGTERM");
+            }
+          }
+        }) {}
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+  ~SignalWatcher() {
+    done_.store(true);
+    thread_.join();
+  }
+
+ private:
   std::atomic<bool> done_{false};
-  std::thread watcher_;
+  std::thread thread_;  // after done_, which it reads
 };
 
 int run_main(const RunOptions& options, std::chrono::steady_clock::time_point process_start) {
@@ -198,13 +213,13 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   }
   config.console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
 
-  StopSignals signals;
+  ControlSignals signals;
   auto vm = machine::Machine::create(config);
   if (!vm) {
     std::fprintf(stderr, "dsec-vmm run: %s\n", vm.error().message().c_str());
     return 1;
   }
-  signals.watch(**vm);
+  SignalWatcher watcher(signals, **vm);
   if (auto started = (*vm)->start(); !started) {
     std::fprintf(stderr, "dsec-vmm run: %s\n", started.error().message().c_str());
     return 1;
@@ -232,7 +247,8 @@ void add_run_command(CLI::App& app, CommandAction& action,
       "to stdout or --console, and reads stdin. Exit status: 0 when the guest rebooted or "
       "powered off, 1 for a bad configuration (nothing started), 2 when the guest crashed "
       "(kernel panic, triple fault), 3 when KVM or the VMM failed. SIGINT/SIGTERM stop the VM "
-      "(status 0).");
+      "(status 0); SIGUSR1 logs the state of every virtio device (its queues' indices, vsock's "
+      "streams and credit) for a look at a VM that seems stuck.");
   run->add_option("--kernel", options->kernel, "Kernel: an ELF vmlinux (PVH or 64-bit entry) or a bzImage")
       ->check(CLI::ExistingFile);
   run->add_option("--initrd", options->initrd, "Initramfs to load with the kernel")

@@ -272,6 +272,14 @@ void Machine::join_all() {
   joined_ = true;
 }
 
+void Machine::log_device_state() {
+  if (virtio_) {
+    virtio_->request_state_log();
+  } else {
+    spdlog::info("device state: this VM has no virtio devices");
+  }
+}
+
 MachineMetrics Machine::metrics() const {
   MachineMetrics m;
   if (auto first = control_.first_kvm_run()) {

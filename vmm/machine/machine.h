@@ -53,6 +53,8 @@ class Machine {
   void resume() { control_.resume(); }
   // Ends the VM (idempotent). wait() then returns kStopped unless it had ended already.
   void stop(std::string why = "stop requested");
+  // Logs the state of every virtio device (VirtioDevices::request_state_log); any thread.
+  void log_device_state();
 
   GuestMemory& memory() { return memory_; }
   MachineMetrics metrics() const;

@@ -123,7 +123,22 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
     }
     DSEC_TRY(devices->add(memory, mmio, i, std::move(device)));
   }
+  devices->state_log_event_ = std::make_unique<io::EventFd>(DSEC_TRY(io::EventFd::create()));
+  DSEC_TRY(device_loop.add_fd_watch(devices->state_log_event_->fd(),
+                                    [d = devices.get()] { d->log_state(); }));
   return devices;
+}
+
+void VirtioDevices::request_state_log() {
+  // Fails only if the counter would overflow: a request is pending anyway.
+  static_cast<void>(state_log_event_->signal());
+}
+
+void VirtioDevices::log_state() {
+  static_cast<void>(state_log_event_->consume());
+  for (size_t i = 0; i < transports_.size(); ++i) {
+    spdlog::info("virtio slot {}: {}", i, transports_[i]->describe());
+  }
 }
 
 Status VirtioDevices::add(GuestMemory& memory, devices::Bus& mmio, size_t index,

@@ -60,6 +60,12 @@ class VirtioDevices {
   // Stops and joins the event-loop thread: no notification reaches a device after this.
   Status stop();
 
+  // Logs every device's describe() (MmioTransport::describe), from the event-loop thread
+  // and in its turn, so that the queues are read between two pieces of device work. Safe
+  // from any thread, also a signal watcher's; while the loop is stopped the request waits
+  // for its next start.
+  void request_state_log();
+
   size_t size() const { return transports_.size(); }
   virtio::MmioTransport& transport(size_t index) { return *transports_.at(index); }
 
@@ -68,6 +74,7 @@ class VirtioDevices {
 
   Status add(GuestMemory& memory, devices::Bus& mmio, size_t slot,
              std::unique_ptr<virtio::VirtioDevice> device);
+  void log_state();  // on the loop thread
 
   kvm::Vm& vm_;
   // First, so that it is destroyed last: the devices use it until they are gone. Its
@@ -78,6 +85,8 @@ class VirtioDevices {
   // The transports' interrupt lines hold these too (a transport lives on in the bus).
   std::vector<std::shared_ptr<const io::EventFd>> irq_events_;
   std::vector<std::unique_ptr<io::EventFd>> queue_events_;
+  // Signalled by request_state_log(); its watch on the loop does the logging.
+  std::unique_ptr<io::EventFd> state_log_event_;
   // KVM registrations to undo, in reverse order.
   std::vector<std::function<void()>> unregister_;
 };

@@ -343,6 +343,46 @@ TransportState MmioTransport::state() const {
   return s;
 }
 
+namespace {
+
+const char* device_type_name(uint32_t type) {
+  switch (type) {
+    case kDeviceIdNet:
+      return "net";
+    case kDeviceIdBlock:
+      return "blk";
+    case kDeviceIdEntropy:
+      return "rng";
+    case kDeviceIdBalloon:
+      return "balloon";
+    case kDeviceIdVsock:
+      return "vsock";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+std::string MmioTransport::describe() const {
+  const std::lock_guard lock(mutex_);
+  std::string text =
+      fmt::format("virtio-{} (type {}): status {:#x}{}, interrupt status {:#x}",
+                  device_type_name(device_->device_type()), device_->device_type(), status(),
+                  active_ ? " (active)" : " (inactive)", interrupt_->status());
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    text += fmt::format("\n  queue {}: {}", i, queues_[i].describe(memory_));
+  }
+  const std::string device = active_ ? device_->describe_state() : std::string();
+  size_t start = 0;
+  while (start < device.size()) {
+    const size_t end = std::min(device.find('\n', start), device.size());
+    text += "\n  " + device.substr(start, end - start);
+    start = end + 1;
+  }
+  return text;
+}
+
 Status MmioTransport::restore(const TransportState& state) {
   const std::lock_guard lock(mutex_);
   reset();

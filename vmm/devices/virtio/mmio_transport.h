@@ -106,6 +106,11 @@ class MmioTransport final : public devices::BusDevice {
   void notify(uint32_t queue);
 
   TransportState state() const;
+  // For a person looking at a stuck device: the device type and status, the interrupt
+  // status, each queue (VirtQueue::describe) and the device's own lines
+  // (VirtioDevice::describe_state), one per line. Call it on the devices' event-loop
+  // thread: an active device moves its queues there or under this transport's lock.
+  std::string describe() const;
   // Puts a freshly created transport in `state`, activating the device if it was live.
   // Fails, and leaves the transport reset, if the state does not fit this device (queue
   // count, a queue size above its maximum); a queue configuration that fails validation

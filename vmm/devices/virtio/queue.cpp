@@ -174,4 +174,31 @@ Result<bool> VirtQueue::needs_notification(const GuestMemory& memory) {
   return !was_valid || vring_need_event(used_event, state_.next_used, old_idx);
 }
 
+std::string VirtQueue::describe(const GuestMemory& memory) const {
+  const QueueState& s = state_;
+  if (!s.ready) {
+    return "not ready";
+  }
+  const auto field = [&memory](uint64_t addr) {
+    const auto value = memory.read_obj<uint16_t>(addr);
+    return value ? std::to_string(*value) : std::string("unreadable");
+  };
+  std::string line =
+      fmt::format("size {}, device next avail {} next used {}; driver avail idx {}, used idx {}",
+                  s.size, s.next_avail, s.next_used, field(s.avail_ring + kAvailIdxOffset),
+                  field(s.used_ring + kUsedIdxOffset));
+  if (s.event_idx) {
+    line += fmt::format("; used_event {}, avail_event {}, last notified at used {}",
+                        field(s.avail_ring + avail_ring_bytes(s.size) - 2),
+                        field(s.used_ring + used_ring_bytes(s.size) - 2),
+                        s.signalled_used_valid ? std::to_string(s.signalled_used) : "none");
+  } else {
+    line += "; avail flags " + field(s.avail_ring + kAvailFlagsOffset);
+  }
+  if (s.broken) {
+    line += "; BROKEN (needs a device reset)";
+  }
+  return line;
+}
+
 }  // namespace dsec::virtio

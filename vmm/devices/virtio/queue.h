@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "vmm/common/error.h"
 #include "vmm/devices/virtio/descriptor_chain.h"
@@ -80,6 +81,11 @@ class VirtQueue {
   // driver set VIRTQ_AVAIL_F_NO_INTERRUPT. An Error means the rings cannot be read; the
   // device may notify anyway.
   Result<bool> needs_notification(const GuestMemory& memory);
+
+  // One line for a person looking at a stuck device: the device's indices beside what the
+  // driver last wrote in the rings (its avail idx, and with EVENT_IDX its used_event and
+  // our avail_event), read with bounds checks, so a ring the driver broke shows as such.
+  std::string describe(const GuestMemory& memory) const;
 
  private:
   explicit VirtQueue(uint16_t max_size);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "vmm/common/error.h"
@@ -49,6 +50,11 @@ class VirtioDevice {
   // buffers. Called only while the device is active; from a vCPU thread through the
   // QueueNotify register, or from the event loop through an ioeventfd.
   virtual void notify(uint16_t queue) = 0;
+
+  // What the device adds to its transport's describe() for a person looking at a stuck
+  // device (vsock: its streams and their credit), one item per line; empty by default.
+  // Called on the event-loop thread.
+  virtual std::string describe_state() const { return {}; }
 
  protected:
   VirtioDevice() = default;

@@ -1,5 +1,7 @@
 #include "vmm/devices/virtio/vsock/connection.h"
 
+#include <fmt/format.h>
+
 namespace dsec::virtio::vsock {
 
 void Connection::update_peer_credit(const VsockHeader& header) {
@@ -84,6 +86,17 @@ VsockHeader Connection::make_header(uint16_t op, uint32_t len, uint32_t flags) {
 
 bool Connection::needs_credit_update() const {
   return fwd_cnt_ - last_fwd_cnt_sent_ >= kCreditUpdateThreshold;
+}
+
+std::string Connection::describe() const {
+  static constexpr const char* kStates[] = {"connecting", "established", "closing", "closed"};
+  return fmt::format(
+      "host port {} <-> guest port {}, {}: from the guest {} bytes, {} taken by the host "
+      "(the guest last heard {}); to the guest {} bytes, credit {} of its {}{}{}",
+      local_port_, peer_port_, kStates[static_cast<int>(state_)], tx_cnt_, fwd_cnt_,
+      last_fwd_cnt_sent_, rx_cnt_, peer_credit(), peer_buf_alloc_,
+      peer_shutdown_ != 0 ? fmt::format(", guest shut down {:#x}", peer_shutdown_) : "",
+      control_.empty() ? "" : fmt::format(", {} control packets owed", control_.size()));
 }
 
 void Connection::start_closing() {

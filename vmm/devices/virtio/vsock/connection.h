@@ -9,6 +9,7 @@
 #include <deque>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "vmm/devices/virtio/vsock/packet.h"
 
@@ -76,6 +77,8 @@ class Connection {
   void close() { state_ = ConnectionState::kClosed; }
 
   uint32_t fwd_cnt() const { return fwd_cnt_; }
+  // The stream's state and both directions' counters and credit, in words (one line).
+  std::string describe() const;
   uint32_t rx_cnt() const { return rx_cnt_; }
   // Guest bytes received and not yet taken by the host.
   uint32_t tx_unforwarded() const { return tx_cnt_ - fwd_cnt_; }

@@ -505,6 +505,23 @@ void Muxer::finish_if_done(Entry& e) {
   entries_.erase(e.id);  // e is gone
 }
 
+std::string Muxer::describe() const {
+  std::string text = fmt::format(
+      "vsock: {} streams, {} host sockets before CONNECT, {} streams and {} resets owed to the "
+      "guest",
+      entries_.size(), pending_hosts_.size(), rx_fifo_.size(), pending_resets_.size());
+  for (const auto& [id, e] : entries_) {
+    text += fmt::format("\nstream {}: {}; {} bytes buffered for the host socket{}{}{}", id,
+                        e->conn.describe(), e->tx_buf.size(), !e->fd ? ", socket closed" : "",
+                        e->host_readable ? ", host data unread" : "",
+                        e->watch_events == 0         ? ""
+                        : e->watch_events == POLLIN  ? ", polling it for input"
+                        : e->watch_events == POLLOUT ? ", polling it for room"
+                                                     : ", polling it for input and room");
+  }
+  return text;
+}
+
 // --- Packets for the guest ---
 
 Result<uint32_t> Muxer::fill_rx(GuestMemory& memory, const DescriptorChain& chain) {

@@ -75,6 +75,9 @@ class Muxer {
   Result<uint32_t> fill_rx(GuestMemory& memory, const DescriptorChain& chain);
 
   size_t connection_count() const { return entries_.size(); }
+  // Each stream (Connection::describe, with what waits in the VMM for the host socket and
+  // whether that socket is polled) and the packets owed to the guest, one per line.
+  std::string describe() const;
   const std::string& uds_path() const { return uds_path_; }
 
  private:

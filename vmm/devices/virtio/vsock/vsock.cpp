@@ -98,6 +98,11 @@ void VirtioVsock::notify(uint16_t queue) {
   static_cast<void>(kick_.signal());
 }
 
+std::string VirtioVsock::describe_state() const {
+  const std::lock_guard lock(mutex_);
+  return muxer_->describe() + (held_rx_ ? "\nan rx buffer held for the next packet" : "");
+}
+
 const std::string& VirtioVsock::uds_path() const {
   return muxer_->uds_path();
 }

@@ -72,6 +72,7 @@ class VirtioVsock final : public VirtioDevice {
                   std::shared_ptr<VirtioInterrupt> interrupt) override;
   void reset() override;
   void notify(uint16_t queue) override;
+  std::string describe_state() const override;
 
   uint64_t guest_cid() const { return guest_cid_; }
   const std::string& uds_path() const;
