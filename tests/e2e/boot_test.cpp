@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -45,10 +46,12 @@ void boot_default_image(uint32_t vcpus, uint64_t memory_mib) {
   const std::string marker = "e2e-marker-" + std::to_string(vcpus) + "cpu";
   const std::string command = "dsec.run=\"echo hello-from-guest; dmesg | grep Memory:\"";
   const auto metrics_path = tmp.file("metrics.json");
+  const auto before_exec = std::chrono::steady_clock::now();
   const ProcessOutput run =
       run_vmm({"run", "--vcpus", std::to_string(vcpus), "--memory", std::to_string(memory_mib),
                "--append", marker, "--append", command, "--metrics-file", metrics_path.string()},
               kBootDeadline);
+  const auto after_exit = std::chrono::steady_clock::now();
   ASSERT_EQ(run.exit_status, 0) << run.describe();
 
   const auto banner = find_banner(run.out);
@@ -92,6 +95,11 @@ void boot_default_image(uint32_t vcpus, uint64_t memory_mib) {
   EXPECT_LT(metrics["start_to_first_kvm_run_us"].get<int64_t>(),
             metrics["start_to_userspace_us"].get<int64_t>());
   EXPECT_GT(metrics.value("vmm_rss_excluding_guest_kib", 0), 0) << metrics.dump();
+  // main()'s moment on the monotonic clock that a caller shares: inside the run.
+  ASSERT_TRUE(metrics["main_monotonic_ns"].is_number()) << metrics.dump();
+  const int64_t main_ns = metrics["main_monotonic_ns"].get<int64_t>();
+  EXPECT_GT(main_ns, std::chrono::nanoseconds(before_exec.time_since_epoch()).count());
+  EXPECT_LT(main_ns, std::chrono::nanoseconds(after_exit.time_since_epoch()).count());
 }
 
 TEST(BootDefaultImage, OneVcpuRunsTheCommandAndSeesItsConfiguration) {

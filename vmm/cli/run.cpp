@@ -95,13 +95,18 @@ Result<machine::DriveConfig> parse_drive(const std::string& spec) {
   return drive;
 }
 
+// "start" is main()'s first line; main_monotonic_ns is that moment on CLOCK_MONOTONIC
+// (steady_clock), so that a caller who noted the clock before exec can add the exec itself.
 void write_metrics(const std::string& path, const machine::MachineMetrics& m,
-                   const machine::VmExit& exit) {
+                   const machine::VmExit& exit, std::chrono::steady_clock::time_point process_start) {
   auto us = [](const std::optional<std::chrono::nanoseconds>& d) -> nlohmann::json {
     if (!d) return nullptr;
     return std::chrono::duration_cast<std::chrono::microseconds>(*d).count();
   };
-  nlohmann::json j = {{"start_to_first_kvm_run_us", us(m.start_to_first_kvm_run)},
+  const auto main_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(process_start.time_since_epoch());
+  nlohmann::json j = {{"main_monotonic_ns", main_ns.count()},
+                      {"start_to_first_kvm_run_us", us(m.start_to_first_kvm_run)},
                       {"start_to_userspace_us", us(m.start_to_userspace)},
                       {"vmm_rss_excluding_guest_kib", m.vmm_rss_kib},
                       {"exit", exit.describe()},
@@ -226,7 +231,7 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   }
   machine::VmExit exit = (*vm)->wait();
   auto metrics = (*vm)->metrics();
-  if (!options.metrics_file.empty()) write_metrics(options.metrics_file, metrics, exit);
+  if (!options.metrics_file.empty()) write_metrics(options.metrics_file, metrics, exit, process_start);
   if (exit.exit_code() == 0) {
     spdlog::info("VM ended: {}", exit.describe());
   } else {
