@@ -39,5 +39,23 @@ TEST(CpuStateText, NamesRipControlRegistersAndSegmentsAsTheirDescriptorsRead) {
   EXPECT_THAT(text, HasSubstr(" GDT=0x500:0x1f "));
 }
 
+TEST(CpuStateText, TellsTheResetStateFromAnyOther) {
+  kvm_regs regs{};
+  regs.rip = 0xfff0;
+  kvm_sregs sregs{};
+  sregs.cr0 = 0x60000010;
+  sregs.cs.selector = 0xf000;
+  sregs.cs.base = 0xffff0000;
+  EXPECT_TRUE(is_reset_state(regs, sregs));
+  regs.rip = 0xfff1;  // an INITed vCPU that ran one byte
+  EXPECT_FALSE(is_reset_state(regs, sregs));
+  regs.rip = 0xfff0;
+  sregs.cs.base = 0xf0000;  // a far jump to 0xf000:0xfff0, as a BIOS makes
+  EXPECT_FALSE(is_reset_state(regs, sregs));
+  sregs.cs.base = 0xffff0000;
+  sregs.cr0 |= 1;  // protected mode
+  EXPECT_FALSE(is_reset_state(regs, sregs));
+}
+
 }  // namespace
 }  // namespace dsec::kvm

@@ -46,4 +46,24 @@ std::string describe_cpu_state(const Vcpu& vcpu) {
   return describe_cpu_state(*regs, *sregs);
 }
 
+bool is_reset_state(const kvm_regs& regs, const kvm_sregs& sregs) {
+  return regs.rip == 0xfff0 && sregs.cs.selector == 0xf000 && sregs.cs.base == 0xffff0000 &&
+         (sregs.cr0 & 1) == 0;
+}
+
+std::string describe_shutdown_state(const Vcpu& vcpu) {
+  auto regs = vcpu.get_regs();
+  auto sregs = vcpu.get_sregs();
+  if (!regs || !sregs) {
+    return describe_cpu_state(vcpu);
+  }
+  std::string text = describe_cpu_state(*regs, *sregs);
+  if (is_reset_state(*regs, *sregs)) {
+    text +=
+        " (the state of a vCPU just reset: KVM on AMD reinitialises a vCPU that shut down "
+        "before reporting it, so where the fault happened is lost)";
+  }
+  return text;
+}
+
 }  // namespace dsec::kvm

@@ -120,8 +120,9 @@ bool VcpuThread::handle(const kvm::VcpuExit& exit) {
           }
           return true;
         } else if constexpr (std::is_same_v<T, kvm::ShutdownExit>) {
-          control_.request_exit({VmExitKind::kTripleFault,
-                                 who + " triple-faulted at " + kvm::describe_cpu_state(vcpu_)});
+          control_.request_exit(
+              {VmExitKind::kTripleFault,
+               who + " triple-faulted at " + kvm::describe_shutdown_state(vcpu_)});
           return false;
         } else if constexpr (std::is_same_v<T, kvm::HltExit>) {
           control_.request_exit({VmExitKind::kGuestPowerOff, who + " halted"});
