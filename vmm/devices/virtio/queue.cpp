@@ -78,6 +78,14 @@ std::unexpected<Error> VirtQueue::break_queue(const Error& error) {
   return std::unexpected(error.with_context("virtqueue"));
 }
 
+uint64_t VirtQueue::used_event_addr() const {
+  return state_.avail_ring + avail_ring_bytes(state_.size) - 2;
+}
+
+uint64_t VirtQueue::avail_event_addr() const {
+  return state_.used_ring + used_ring_bytes(state_.size) - 2;
+}
+
 Result<uint16_t> VirtQueue::read_avail_idx(const GuestMemory& memory) const {
   const uint16_t idx = DSEC_TRY(memory.read_obj<uint16_t>(state_.avail_ring + kAvailIdxOffset));
   // The driver writes ring entries before idx (with a write barrier); read them only after
@@ -87,8 +95,7 @@ Result<uint16_t> VirtQueue::read_avail_idx(const GuestMemory& memory) const {
 }
 
 Status VirtQueue::publish_avail_event(GuestMemory& memory) const {
-  const uint64_t avail_event = state_.used_ring + used_ring_bytes(state_.size) - 2;
-  DSEC_TRY(memory.write_obj<uint16_t>(avail_event, state_.next_avail));
+  DSEC_TRY(memory.write_obj<uint16_t>(avail_event_addr(), state_.next_avail));
   // The driver must see avail_event before we read avail idx again, or it may skip a
   // notification we then never get (the store-load order needs a full fence).
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -165,8 +172,7 @@ Result<bool> VirtQueue::needs_notification(const GuestMemory& memory) {
         DSEC_TRY(memory.read_obj<uint16_t>(state_.avail_ring + kAvailFlagsOffset));
     return (flags & kAvailFlagNoInterrupt) == 0;
   }
-  const uint64_t used_event_addr = state_.avail_ring + avail_ring_bytes(state_.size) - 2;
-  const uint16_t used_event = DSEC_TRY(memory.read_obj<uint16_t>(used_event_addr));
+  const uint16_t used_event = DSEC_TRY(memory.read_obj<uint16_t>(used_event_addr()));
   const bool was_valid = state_.signalled_used_valid;
   const uint16_t old_idx = state_.signalled_used;
   state_.signalled_used = state_.next_used;
@@ -189,8 +195,7 @@ std::string VirtQueue::describe(const GuestMemory& memory) const {
                   field(s.used_ring + kUsedIdxOffset));
   if (s.event_idx) {
     line += fmt::format("; used_event {}, avail_event {}, last notified at used {}",
-                        field(s.avail_ring + avail_ring_bytes(s.size) - 2),
-                        field(s.used_ring + used_ring_bytes(s.size) - 2),
+                        field(used_event_addr()), field(avail_event_addr()),
                         s.signalled_used_valid ? std::to_string(s.signalled_used) : "none");
   } else {
     line += "; avail flags " + field(s.avail_ring + kAvailFlagsOffset);

@@ -91,6 +91,10 @@ class VirtQueue {
   explicit VirtQueue(uint16_t max_size);
 
   Status check_usable() const;
+  // Where EVENT_IDX's fields sit: the driver's used_event after the avail ring, the
+  // device's avail_event after the used ring (2.7.10).
+  uint64_t used_event_addr() const;
+  uint64_t avail_event_addr() const;
   Result<uint16_t> read_avail_idx(const GuestMemory& memory) const;
   Status publish_avail_event(GuestMemory& memory) const;
   // Marks the queue broken and returns the error, with the queue's context.
