@@ -3,6 +3,7 @@
 // client and by `dsec-vmm exec`/`cp`. And a virtio-blk disk whose synced data survives the
 // VMM being killed.
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -110,6 +111,12 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
     EXPECT_EQ(results[i].out, "stream-" + std::to_string(i) + "\n");
     EXPECT_EQ(results[i].status->code, 0);
   }
+
+  // SIGTERM stops the VM: exit status 0, and the log says why.
+  const int status = vm.stop(SIGTERM);
+  const std::string log = vm.describe();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status << "\n" << log;
+  EXPECT_THAT(log, HasSubstr("VM ended: stopped by the host: received SIGTERM")) << log;
 }
 
 TEST(Sandbox, DataTheGuestSyncedToADiskIsOnTheHostAfterSigkill) {

@@ -5,10 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,6 +14,7 @@
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/cli/default_image.h"
+#include "vmm/common/signal_watcher.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/machine/machine.h"
 
@@ -116,53 +115,6 @@ void write_metrics(const std::string& path, const machine::MachineMetrics& m,
   if (!out) spdlog::error("could not write the metrics file {}", path);
 }
 
-// The signals `dsec-vmm run` acts on: SIGINT and SIGTERM stop the VM, SIGUSR1 logs the
-// state of its virtio devices. Blocked in every thread: construct it before any thread starts.
-class ControlSignals {
- public:
-  ControlSignals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGUSR1);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-  }
-  ControlSignals(const ControlSignals&) = delete;
-  ControlSignals& operator=(const ControlSignals&) = delete;
-  const sigset_t& set() const { return set_; }
-
- private:
-  sigset_t set_{};
-};
-
-// Turns ControlSignals into Machine calls on a thread of its own while it lives. Declare it
-// after the Machine, so that it is joined before the Machine goes.
-class SignalWatcher {
- public:
-  SignalWatcher(const ControlSignals& signals, machine::Machine& vm)
-      : thread_([this, set = signals.set(), &vm] {
-          const timespec tick{0, 100'000'000};
-          while (!done_.load()) {
-            const int sig = sigtimedwait(&set, nullptr, &tick);
-            if (sig == SIGUSR1) {
-              vm.log_device_state();
-            } else if (sig > 0) {
-              vm.stop(sig == SIGINT ? "received SIGINT" : "received SIGTERM");
-            }
-          }
-        }) {}
-  SignalWatcher(const SignalWatcher&) = delete;
-  SignalWatcher& operator=(const SignalWatcher&) = delete;
-  ~SignalWatcher() {
-    done_.store(true);
-    thread_.join();
-  }
-
- private:
-  std::atomic<bool> done_{false};
-  std::thread thread_;  // after done_, which it reads
-};
-
 int run_main(const RunOptions& options, std::chrono::steady_clock::time_point process_start) {
   machine::MachineConfig config;
   config.process_start = process_start;
@@ -218,20 +170,35 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   }
   config.console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
 
-  ControlSignals signals;
+  // SIGINT and SIGTERM stop the VM, SIGUSR1 logs the state of its virtio devices. Blocked
+  // before the Machine starts any thread, so that only the watcher sees them.
+  BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
   auto vm = machine::Machine::create(config);
   if (!vm) {
     std::fprintf(stderr, "dsec-vmm run: %s\n", vm.error().message().c_str());
     return 1;
   }
-  SignalWatcher watcher(signals, **vm);
+  // Declared after the Machine: it is joined before the Machine goes.
+  auto watcher = SignalWatcher::start(signals, [&vm = **vm](int signo) {
+    if (signo == SIGUSR1) {
+      vm.log_device_state();
+    } else {
+      vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
+    }
+  });
+  if (!watcher) {
+    std::fprintf(stderr, "dsec-vmm run: %s\n", watcher.error().message().c_str());
+    return 3;
+  }
   if (auto started = (*vm)->start(); !started) {
     std::fprintf(stderr, "dsec-vmm run: %s\n", started.error().message().c_str());
     return 1;
   }
   machine::VmExit exit = (*vm)->wait();
-  auto metrics = (*vm)->metrics();
-  if (!options.metrics_file.empty()) write_metrics(options.metrics_file, metrics, exit, process_start);
+  // metrics() reads /proc/self/smaps: only when asked for, it is on the way to the exit.
+  if (!options.metrics_file.empty()) {
+    write_metrics(options.metrics_file, (*vm)->metrics(), exit, process_start);
+  }
   if (exit.exit_code() == 0) {
     spdlog::info("VM ended: {}", exit.describe());
   } else {

@@ -1,0 +1,63 @@
+#include "vmm/common/signal_watcher.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+namespace dsec {
+
+BlockedSignals::BlockedSignals(std::initializer_list<int> signals) {
+  sigemptyset(&set_);
+  for (const int signo : signals) sigaddset(&set_, signo);
+  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+}
+
+Result<std::unique_ptr<SignalWatcher>> SignalWatcher::start(const BlockedSignals& signals,
+                                                            std::function<void(int)> on_signal) {
+  UniqueFd signal_fd(::signalfd(-1, &signals.set(), SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signal_fd) return fail_errno("signalfd", errno);
+  UniqueFd stop_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!stop_fd) return fail_errno("eventfd for the signal watcher", errno);
+  return std::unique_ptr<SignalWatcher>(
+      new SignalWatcher(std::move(signal_fd), std::move(stop_fd), std::move(on_signal)));
+}
+
+SignalWatcher::SignalWatcher(UniqueFd signal_fd, UniqueFd stop_fd,
+                             std::function<void(int)> on_signal)
+    : signal_fd_(std::move(signal_fd)),
+      stop_fd_(std::move(stop_fd)),
+      on_signal_(std::move(on_signal)),
+      thread_([this] { run(); }) {}
+
+SignalWatcher::~SignalWatcher() {
+  const uint64_t one = 1;
+  // An eventfd write of 1 fails only if the counter would overflow: it cannot here.
+  [[maybe_unused]] const ssize_t n = ::write(stop_fd_.get(), &one, sizeof one);
+  thread_.join();
+}
+
+void SignalWatcher::run() {
+  for (;;) {
+    pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("signal watcher: poll failed ({}); signals are no longer handled",
+                    std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    signalfd_siginfo info{};
+    while (::read(signal_fd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      on_signal_(static_cast<int>(info.ssi_signo));
+    }
+  }
+}
+
+}  // namespace dsec
