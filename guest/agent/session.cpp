@@ -4,13 +4,16 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -24,6 +27,30 @@ namespace dsec::agent {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Output still open after the command exited belongs to something it left running in
+// the background: the exec drains it this long, then stops waiting for it.
+constexpr auto kDrainAfterExit = std::chrono::milliseconds(200);
+// Where the kernel has no pidfd, how often the exec loop looks for the command's exit.
+constexpr int kReapTickMs = 50;
+
+// A pidfd for `pid` (Linux 5.3): readable once the child exits, so the exec loop sleeps
+// until something happens instead of polling waitpid (each tick was up to 50 ms of a
+// command's round trip). Invalid where the kernel lacks it.
+UniqueFd open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+#else
+  (void)pid;
+  return UniqueFd();
+#endif
+}
+
+// Milliseconds until `when` for poll(), rounded up, 0 if it has passed.
+int ms_until(Clock::time_point when) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(when - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
+}
 
 Status send_error(int fd, uint32_t id, const std::string& message) {
   return send_frame(fd, MessageType::kError, id, encode(ErrorReply{message}));
@@ -96,6 +123,7 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
     return send_error(fd, id, errno_text("cannot run '" + req.argv[0] + "'", exec_errno));
   }
   if (in_w) ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
+  const UniqueFd pidfd = open_pidfd(pid);
 
   const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
   bool timed_out = false, host_gone = false, stdin_closing = false;
@@ -138,21 +166,29 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
         exited_at = Clock::now();
       }
     }
-    // Output still open after the command exited belongs to something it left running
-    // in the background: drain briefly, then stop waiting for it.
-    if (exited && Clock::now() - exited_at > std::chrono::milliseconds(200)) break;
+    if (exited && ((!out_r && !err_r) || Clock::now() - exited_at > kDrainAfterExit)) break;
     if (!exited && !timed_out && req.timeout_ms > 0 && Clock::now() >= deadline) {
       ::kill(-pid, SIGKILL);
       timed_out = true;
     }
-    std::array<pollfd, 4> fds{};
+    std::array<pollfd, 5> fds{};
     nfds_t n = 0;
     const auto add = [&](int f, short events) { fds[n++] = pollfd{f, events, 0}; };
     if (out_r) add(out_r.get(), POLLIN);
     if (err_r) add(err_r.get(), POLLIN);
     if (!host_gone) add(fd, POLLIN);
     if (in_w && !stdin_pending.empty()) add(in_w.get(), POLLOUT);
-    ::poll(fds.data(), n, 50);
+    if (pidfd && !exited) add(pidfd.get(), POLLIN);  // wakes the loop's waitpid above
+    // Sleep until an fd is ready or the next moment the loop acts on: the end of the
+    // drain after the exit, or the timeout.
+    int wait_ms = -1;
+    if (exited) {
+      wait_ms = ms_until(exited_at + kDrainAfterExit + std::chrono::milliseconds(1));
+    } else if (!timed_out && req.timeout_ms > 0) {
+      wait_ms = ms_until(deadline);
+    }
+    if (!pidfd && !exited) wait_ms = wait_ms < 0 ? kReapTickMs : std::min(wait_ms, kReapTickMs);
+    ::poll(fds.data(), n, wait_ms);
     for (nfds_t i = 0; i < n; ++i) {
       if (fds[i].revents == 0) continue;
       const int f = fds[i].fd;

@@ -102,6 +102,18 @@ TEST_F(AgentSession, ATimeoutKillsTheWholeProcessGroupAndSaysSo) {
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 
+TEST_F(AgentSession, OutputHeldOpenByABackgroundProcessDoesNotHoldTheExitBack) {
+  // The shell exits at once; the sleep it leaves behind keeps stdout open. The agent
+  // drains briefly after the exit, then answers with the shell's status.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto o = run({{"/bin/sh", "-c", "echo started; sleep 20 & exit 4"}, {}, "", 0, false});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(o.status.has_value()) << o.status.error().message();
+  EXPECT_EQ(o.out, "started\n");
+  EXPECT_EQ(*o.status, (ExitStatus{ExitStatus::Kind::kExited, 4}));
+  EXPECT_LT(took, std::chrono::seconds(10));
+}
+
 TEST_F(AgentSession, ASignalIsReportedAsASignal) {
   auto o = run({{"/bin/sh", "-c", "kill -TERM $$"}, {}, "", 0, false});
   ASSERT_TRUE(o.status.has_value()) << o.status.error().message();
