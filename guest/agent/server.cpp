@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "guest/agent/session.h"
 
@@ -24,22 +26,27 @@ void on_sigchld(int) {}
 
 }  // namespace
 
-std::string serve_vsock(uint32_t port) {
+Result<UniqueFd> listen_vsock(uint32_t port) {
+  UniqueFd listener(::socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listener) return fail_errno("socket(AF_VSOCK)", errno, "is there a virtio-vsock device?");
+  sockaddr_vm addr{};
+  addr.svm_family = AF_VSOCK;
+  addr.svm_cid = VMADDR_CID_ANY;
+  addr.svm_port = port;
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return fail_errno("bind to vsock port " + std::to_string(port), errno);
+  }
+  if (::listen(listener.get(), 128) != 0) return fail_errno("listen on vsock", errno);
+  return listener;
+}
+
+std::string serve(UniqueFd listening) {
   struct sigaction sa {};
   sa.sa_handler = on_sigchld;  // no SA_RESTART: accept() returns EINTR
   ::sigaction(SIGCHLD, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  const int listener = ::socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listener < 0) return std::string("socket(AF_VSOCK): ") + std::strerror(errno) + " (is there a virtio-vsock device?)";
-  sockaddr_vm addr{};
-  addr.svm_family = AF_VSOCK;
-  addr.svm_cid = VMADDR_CID_ANY;
-  addr.svm_port = port;
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    return "bind to vsock port " + std::to_string(port) + ": " + std::strerror(errno);
-  }
-  if (::listen(listener, 128) != 0) return std::string("listen: ") + std::strerror(errno);
+  const int listener = listening.get();
   while (true) {
     reap_children();
     const int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);

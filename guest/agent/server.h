@@ -5,10 +5,17 @@
 #include <cstdint>
 #include <string>
 
+#include "vmm/common/error.h"
+#include "vmm/common/unique_fd.h"
+
 namespace dsec::agent {
 
-// Listens on vsock `port` (any CID) and serves connections until a fatal error, which it
-// returns as a message. Reaps its children, and any orphan re-parented to it as PID 1.
-std::string serve_vsock(uint32_t port);
+// A vsock socket listening on `port` (any CID). Host connections queue on it from here on,
+// before serve() runs: init listens first and prints its banner after.
+Result<UniqueFd> listen_vsock(uint32_t port);
+
+// Serves the connections of `listener` until a fatal error, which it returns as a message.
+// Reaps its children, and any orphan re-parented to it as PID 1.
+std::string serve(UniqueFd listener);
 
 }  // namespace dsec::agent

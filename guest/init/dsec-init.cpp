@@ -35,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "boot_timer.h"
@@ -263,17 +264,25 @@ int main() {
   while (!cmdline.empty() && (cmdline.back() == '\n' || cmdline.back() == ' ')) {
     cmdline.pop_back();
   }
+  Request request = parse_request(cmdline);
+  // The agent listens before the banner: each byte on the serial console is a VM exit, and
+  // the host's connections queue on the socket from the moment it listens.
+  std::optional<dsec::Result<dsec::UniqueFd>> listener;
+  if (request.agent && !request.run && !request.shell) {
+    listener = dsec::agent::listen_vsock(dsec::agent::kAgentPort);
+  }
   say("cpus=%ld memtotal_kib=%lu cmdline=%s", sysconf(_SC_NPROCESSORS_ONLN), mem_total_kib(),
       cmdline.c_str());
 
-  Request request = parse_request(cmdline);
   if (request.run) {
     say("exit status=%d", run_shell({"-c", request.run->c_str()}, false));
   } else if (request.shell) {
     say("exit status=%d", run_shell({}, true));
-  } else if (request.agent) {
+  } else if (listener && !*listener) {
+    say("error: the agent cannot listen: %s", listener->error().message().c_str());
+  } else if (listener) {
     say("agent listening on vsock port %u", dsec::agent::kAgentPort);
-    const std::string why = dsec::agent::serve_vsock(dsec::agent::kAgentPort);
+    const std::string why = dsec::agent::serve(std::move(**listener));
     say("error: the agent stopped: %s", why.c_str());
   }
   shut_down();
