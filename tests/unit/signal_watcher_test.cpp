@@ -1,5 +1,5 @@
 // SignalWatcher: process signals reach the callback on the watcher's thread, in order.
-#include "vmm/common/signal_watcher.h"
+#include "vmm/io/signal_watcher.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace dsec {
+namespace dsec::io {
 namespace {
 
 // SIGURG and SIGWINCH are ignored by default: should one reach a thread of the test
@@ -80,4 +80,4 @@ TEST(SignalWatcher, StopsWithoutASignalAndLeavesLaterOnesPending) {
 }
 
 }  // namespace
-}  // namespace dsec
+}  // namespace dsec::io

@@ -14,7 +14,7 @@
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/cli/default_image.h"
-#include "vmm/common/signal_watcher.h"
+#include "vmm/io/signal_watcher.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/machine/machine.h"
 
@@ -172,14 +172,14 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
 
   // SIGINT and SIGTERM stop the VM, SIGUSR1 logs the state of its virtio devices. Blocked
   // before the Machine starts any thread, so that only the watcher sees them.
-  BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
+  io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
   auto vm = machine::Machine::create(config);
   if (!vm) {
     std::fprintf(stderr, "dsec-vmm run: %s\n", vm.error().message().c_str());
     return 1;
   }
   // Declared after the Machine: it is joined before the Machine goes.
-  auto watcher = SignalWatcher::start(signals, [&vm = **vm](int signo) {
+  auto watcher = io::SignalWatcher::start(signals, [&vm = **vm](int signo) {
     if (signo == SIGUSR1) {
       vm.log_device_state();
     } else {

@@ -16,8 +16,9 @@
 
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/io/event_fd.h"
 
-namespace dsec {
+namespace dsec::io {
 
 class BlockedSignals {
  public:
@@ -40,18 +41,18 @@ class SignalWatcher {
                                                       std::function<void(int)> on_signal);
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
-  // Wakes the thread through the stop eventfd and joins it. Signals still queued are not
+  // Wakes the thread through its stop eventfd and joins it. Signals still queued are not
   // handled.
   ~SignalWatcher();
 
  private:
-  SignalWatcher(UniqueFd signal_fd, UniqueFd stop_fd, std::function<void(int)> on_signal);
+  SignalWatcher(UniqueFd signal_fd, EventFd stop, std::function<void(int)> on_signal);
   void run();
 
   UniqueFd signal_fd_;
-  UniqueFd stop_fd_;
+  EventFd stop_;
   std::function<void(int)> on_signal_;
   std::thread thread_;  // last: it uses the members above
 };
 
-}  // namespace dsec
+}  // namespace dsec::io

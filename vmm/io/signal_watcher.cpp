@@ -1,8 +1,7 @@
-#include "vmm/common/signal_watcher.h"
+#include "vmm/io/signal_watcher.h"
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -11,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-namespace dsec {
+namespace dsec::io {
 
 BlockedSignals::BlockedSignals(std::initializer_list<int> signals) {
   sigemptyset(&set_);
@@ -23,29 +22,27 @@ Result<std::unique_ptr<SignalWatcher>> SignalWatcher::start(const BlockedSignals
                                                             std::function<void(int)> on_signal) {
   UniqueFd signal_fd(::signalfd(-1, &signals.set(), SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd) return fail_errno("signalfd", errno);
-  UniqueFd stop_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!stop_fd) return fail_errno("eventfd for the signal watcher", errno);
+  auto stop = EventFd::create();
+  if (!stop) return std::unexpected(stop.error().with_context("signal watcher"));
   return std::unique_ptr<SignalWatcher>(
-      new SignalWatcher(std::move(signal_fd), std::move(stop_fd), std::move(on_signal)));
+      new SignalWatcher(std::move(signal_fd), std::move(*stop), std::move(on_signal)));
 }
 
-SignalWatcher::SignalWatcher(UniqueFd signal_fd, UniqueFd stop_fd,
-                             std::function<void(int)> on_signal)
+SignalWatcher::SignalWatcher(UniqueFd signal_fd, EventFd stop, std::function<void(int)> on_signal)
     : signal_fd_(std::move(signal_fd)),
-      stop_fd_(std::move(stop_fd)),
+      stop_(std::move(stop)),
       on_signal_(std::move(on_signal)),
       thread_([this] { run(); }) {}
 
 SignalWatcher::~SignalWatcher() {
-  const uint64_t one = 1;
-  // An eventfd write of 1 fails only if the counter would overflow: it cannot here.
-  [[maybe_unused]] const ssize_t n = ::write(stop_fd_.get(), &one, sizeof one);
+  // Fails only if the counter would overflow: it is written once.
+  [[maybe_unused]] const Status signalled = stop_.signal();
   thread_.join();
 }
 
 void SignalWatcher::run() {
   for (;;) {
-    pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
+    pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {stop_.fd(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       spdlog::error("signal watcher: poll failed ({}); signals are no longer handled",
@@ -60,4 +57,4 @@ void SignalWatcher::run() {
   }
 }
 
-}  // namespace dsec
+}  // namespace dsec::io
