@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <variant>
 #include <vector>
 
@@ -135,6 +136,32 @@ TEST(VcpuExitDecode, ExitsWithoutIo) {
   fake.run().internal.suberror = KVM_INTERNAL_ERROR_EMULATION;
   fake.run().internal.ndata = 1000;  // bounded by the 16 slots kvm_run has
   EXPECT_EQ(std::get<InternalErrorExit>(decode(KVM_EXIT_INTERNAL_ERROR)).data.size(), 16U);
+
+  // An emulation failure with the instruction's bytes: `lock cmpxchg16b [rsi+0x20]`, as
+  // PVM's KVM reported it (docs/kvm-test-bed.md). Its describe() shows the bytes.
+  FakeRun emulation;
+  emulation.run().exit_reason = KVM_EXIT_INTERNAL_ERROR;
+  emulation.run().emulation_failure.suberror = KVM_INTERNAL_ERROR_EMULATION;
+  emulation.run().emulation_failure.ndata = 3;
+  emulation.run().emulation_failure.flags = KVM_INTERNAL_ERROR_EMULATION_FLAG_INSTRUCTION_BYTES;
+  emulation.run().emulation_failure.insn_size = 6;
+  const uint8_t insn[] = {0xf0, 0x48, 0x0f, 0xc7, 0x4e, 0x20, 0x0f, 0x85};
+  std::memcpy(emulation.run().emulation_failure.insn_bytes, insn, sizeof(insn));
+  const auto failed = decode_exit(emulation.run(), FakeRun::kSize);
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(describe(*failed),
+            "INTERNAL_ERROR: KVM could not emulate the guest's instruction (bytes at RIP: f0 48 0f "
+            "c7 4e 20)");
+  // Without the flag, or with another suberror, the raw words.
+  emulation.run().emulation_failure.flags = 0;
+  EXPECT_EQ(emulation_failure_bytes(
+                std::get<InternalErrorExit>(*decode_exit(emulation.run(), FakeRun::kSize))),
+            std::nullopt);
+  emulation.run().emulation_failure.flags = KVM_INTERNAL_ERROR_EMULATION_FLAG_INSTRUCTION_BYTES;
+  emulation.run().internal.suberror = KVM_INTERNAL_ERROR_SIMUL_EX;
+  EXPECT_EQ(describe(*decode_exit(emulation.run(), FakeRun::kSize))
+                .rfind("INTERNAL_ERROR suberror 2 data [0x1, ", 0),
+            0U);
 
   FakeRun event;
   event.run().exit_reason = KVM_EXIT_SYSTEM_EVENT;

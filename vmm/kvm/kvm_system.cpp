@@ -1,6 +1,7 @@
 #include "vmm/kvm/kvm_system.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <string>
@@ -72,6 +73,11 @@ Result<KvmSystem> KvmSystem::open(const std::string& device) {
   }
   kvm.vcpu_mmap_size_ = static_cast<size_t>(mmap_size);
   return kvm;
+}
+
+bool KvmSystem::served_by_pvm() {
+  struct stat st {};
+  return ::stat("/sys/module/kvm_pvm", &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 Result<int> KvmSystem::check_extension(int capability) const {

@@ -44,6 +44,10 @@ class KvmSystem {
   // The most vCPUs one VM may have (KVM_CAP_MAX_VCPUS, else KVM_CAP_NR_VCPUS, else 4).
   Result<int> max_vcpus() const;
 
+  // Whether this host's KVM is PVM (the out-of-tree kvm_pvm module: KVM without VMX/SVM,
+  // by shadow paging), which boots only PVM-enlightened guest kernels.
+  static bool served_by_pvm();
+
   // KVM_CREATE_VM (default x86 machine type).
   Result<Vm> create_vm() const;
 

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 namespace dsec::kvm {
 namespace {
@@ -102,6 +104,24 @@ Result<VcpuExit> decode_exit(kvm_run& run, size_t mapping_size) {
   }
 }
 
+std::optional<std::vector<uint8_t>> emulation_failure_bytes(const InternalErrorExit& exit) {
+  // struct kvm_run's emulation_failure: data[0] is flags, then insn_size (1 byte) and up
+  // to 15 instruction bytes fill data[1] and data[2].
+  constexpr size_t kInsnWords = 3;
+  constexpr size_t kMaxInsnBytes = 15;
+  if (exit.suberror != KVM_INTERNAL_ERROR_EMULATION || exit.data.size() < kInsnWords ||
+      (exit.data[0] & KVM_INTERNAL_ERROR_EMULATION_FLAG_INSTRUCTION_BYTES) == 0) {
+    return std::nullopt;
+  }
+  std::array<uint8_t, 16> raw{};
+  std::memcpy(raw.data(), &exit.data[1], raw.size());
+  const size_t size = std::min<size_t>(raw[0], kMaxInsnBytes);
+  if (size == 0) {
+    return std::nullopt;
+  }
+  return std::vector<uint8_t>(raw.begin() + 1, raw.begin() + 1 + static_cast<ptrdiff_t>(size));
+}
+
 std::string_view exit_name(const VcpuExit& exit) {
   return std::visit(Overloaded{
                         [](const IoExit&) { return "IO"; },
@@ -136,6 +156,12 @@ std::string describe(const VcpuExit& exit) {
                                e.cpu);
           },
           [](const InternalErrorExit& e) {
+            if (auto bytes = emulation_failure_bytes(e)) {
+              return fmt::format(
+                  "INTERNAL_ERROR: KVM could not emulate the guest's instruction (bytes at RIP: "
+                  "{})",
+                  hex_bytes(*bytes));
+            }
             return fmt::format("INTERNAL_ERROR suberror {} data [{:#x}]", e.suberror,
                                fmt::join(e.data, ", "));
           },

@@ -3,10 +3,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "vmm/common/error.h"
 #include "vmm/kvm/linux_kvm.h"
@@ -78,6 +80,10 @@ using VcpuExit =
 // Decodes run.exit_reason and its payload. `run` is the vCPU's mapping of `mapping_size` bytes;
 // the I/O data KVM points at is checked to lie inside it. Fails only on a malformed kvm_run.
 Result<VcpuExit> decode_exit(kvm_run& run, size_t mapping_size);
+
+// The bytes at the guest's RIP that KVM's instruction emulator gave up on, where an
+// emulation failure (suberror KVM_INTERNAL_ERROR_EMULATION) carries them; else nullopt.
+std::optional<std::vector<uint8_t>> emulation_failure_bytes(const InternalErrorExit& exit);
 
 // "IO", "MMIO", "HLT", "SHUTDOWN", ... : the KVM_EXIT_* name without its prefix.
 std::string_view exit_name(const VcpuExit& exit);

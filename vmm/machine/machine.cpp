@@ -44,6 +44,13 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
       {.cmdline = guest_cmdline(config), .initrd = initrd, .vcpu_count = config.vcpus}));
 
   auto kvm = DSEC_TRY(kvm::KvmSystem::open(config.kvm_device));
+  if (kvm::KvmSystem::served_by_pvm()) {
+    spdlog::warn(
+        "{} is served by PVM (the kvm_pvm module, KVM without VMX/SVM): it boots only "
+        "PVM-enlightened guest kernels; an ordinary one, the default image's too, dies early in "
+        "its boot on an instruction KVM cannot emulate (docs/kvm-test-bed.md)",
+        config.kvm_device);
+  }
   const int max_vcpus = DSEC_TRY(kvm.max_vcpus());
   if (config.vcpus > static_cast<uint32_t>(max_vcpus)) {
     return fail("--vcpus " + std::to_string(config.vcpus) + " is more than KVM allows here (" +
