@@ -40,6 +40,10 @@ Result<MmapRegion> MmapRegion::anonymous(uint64_t size) {
   if (auto* end = aligned + size; end != start + reserved) {
     ::munmap(end, start + reserved - end);
   }
+  // Ask for huge pages also where transparent huge pages are `madvise` only (Ubuntu's
+  // default, and PVM hosts seen here), as QEMU does for its guest RAM. Advice, not a
+  // requirement: a kernel without THP refuses it, and the memory works all the same.
+  ::madvise(aligned, size, MADV_HUGEPAGE);
   return MmapRegion(aligned, size);
 }
 
