@@ -119,6 +119,10 @@ TEST(X86BootData, CommandLineLongerThanTheKernelTakesIsAnError) {
   ASSERT_FALSE(too_long.has_value());
   EXPECT_THAT(too_long.error().message(),
               HasSubstr("the kernel command line is 256 bytes; the limit is 255 bytes"));
+  // The same check on its own, as the VMM makes it before any KVM call.
+  EXPECT_TRUE(check_boot_data(bzimage, {at_limit, std::nullopt, 1}).has_value());
+  EXPECT_THAT(check_boot_data(bzimage, {std::string(256, 'x'), std::nullopt, 1}).error().message(),
+              HasSubstr("the kernel command line is 256 bytes; the limit is 255 bytes"));
 
   // Without a header saying otherwise, Linux's own limit of 2048 bytes with the NUL.
   const LoadedKernel elf = load(
@@ -134,6 +138,8 @@ TEST(X86BootData, CommandLineWithANulIsAnError) {
   const LoadedKernel kernel = load(memory, test::make_bzimage());
   const std::string cmdline("a\0b", 3);
   EXPECT_THAT(write_boot_data(memory, kernel, {cmdline, std::nullopt, 1}).error().message(),
+              HasSubstr("NUL"));
+  EXPECT_THAT(check_boot_data(kernel, {cmdline, std::nullopt, 1}).error().message(),
               HasSubstr("NUL"));
 }
 

@@ -266,6 +266,38 @@ TEST(X86KernelLoader, ElfFileLoadsThroughTheFileWrapper) {
   std::remove(path.c_str());
 }
 
+// A plan checks the file and places the kernel but writes nothing: the VMM plans before any
+// KVM call and writes while KVM sets the VM up. The plan keeps the file mapped, so the
+// write works after the file is gone from the directory, and can go to another memory.
+TEST(X86KernelLoader, APlanWritesNothingUntilItsWriteRuns) {
+  GuestMemory memory = make_memory();
+  const std::string path = ::testing::TempDir() + "x86_kernel_loader_planned_vmlinux";
+  const auto text = pattern(0x1800, 5);
+  write_file(path, ElfImage().entry(kText).load(kText, text, 0x3000).build());
+  ASSERT_OK_AND_ASSIGN(const PlannedKernel planned, plan_kernel_file(memory, path));
+  std::remove(path.c_str());
+  EXPECT_EQ(planned.kernel.entry, kText);
+  EXPECT_EQ(planned.kernel.extent, (GuestRange{kText, 0x3000}));
+  EXPECT_EQ(read_guest(memory, kText, text.size()), std::vector<uint8_t>(text.size(), 0));
+
+  ASSERT_OK(memory.fill(kText + 0x2000, 0x1000, 0xee));  // bss, dirty
+  ASSERT_OK(planned.write(memory));
+  EXPECT_EQ(read_guest(memory, kText, text.size()), text);
+  EXPECT_EQ(read_guest(memory, kText + 0x2000, 0x1000), std::vector<uint8_t>(0x1000, 0));
+}
+
+TEST(X86KernelLoader, ABzImagePlanWritesNothingUntilItsWriteRuns) {
+  GuestMemory memory = make_memory();
+  const auto image = test::make_bzimage({.setup_sects = 4});
+  const size_t setup_bytes = 5 * 512;  // boot sector and 4 setup sectors
+  const std::vector<uint8_t> payload_start(image.begin() + setup_bytes,
+                                           image.begin() + setup_bytes + 64);
+  ASSERT_OK_AND_ASSIGN(const PlannedKernel planned, plan_kernel(memory, image));
+  EXPECT_EQ(read_guest(memory, kKernelLoadAddr, 64), std::vector<uint8_t>(64, 0));
+  ASSERT_OK(planned.write(memory));
+  EXPECT_EQ(read_guest(memory, kKernelLoadAddr, 64), payload_start);
+}
+
 // The lines of /proc/self/maps that name `path`.
 std::vector<std::string> mappings_of(const std::string& path) {
   std::ifstream maps("/proc/self/maps");

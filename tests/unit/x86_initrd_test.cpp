@@ -111,5 +111,25 @@ TEST(X86Initrd, FileIsReadStraightIntoGuestMemory) {
   EXPECT_THAT(missing.error().message(), HasSubstr("/nonexistent/initrd"));
 }
 
+// The plan places the file and holds it open; its write reads it into guest memory.
+TEST(X86Initrd, APlanReadsNothingUntilItsWriteRuns) {
+  GuestMemory memory = make_memory(64 * kMiB);
+  const std::string path = ::testing::TempDir() + "x86_initrd_planned.cpio";
+  const auto bytes = pattern(5000, 3);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  ASSERT_OK_AND_ASSIGN(const PlannedInitrd planned,
+                       plan_initrd_file(memory, kernel_at_one_mib(8 * kMiB), path));
+  std::remove(path.c_str());
+  EXPECT_EQ(planned.range.size, bytes.size());
+  std::vector<uint8_t> copied(bytes.size());
+  ASSERT_OK(memory.read(planned.range.base, copied));
+  EXPECT_EQ(copied, std::vector<uint8_t>(bytes.size(), 0));
+  ASSERT_OK(planned.write(memory));
+  ASSERT_OK(memory.read(planned.range.base, copied));
+  EXPECT_EQ(copied, bytes);
+}
+
 }  // namespace
 }  // namespace dsec::x86_64

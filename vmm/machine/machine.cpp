@@ -4,6 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 
+#include <optional>
+#include <thread>
+
 #include "vmm/arch/x86_64/boot.h"
 #include "vmm/arch/x86_64/boot_regs.h"
 #include "vmm/arch/x86_64/cpuid.h"
@@ -25,23 +28,39 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
   DSEC_TRY(validate(config));
   spdlog::debug("configuration checked");
 
-  // Guest memory and everything loaded into it come first: a bad kernel or an initrd
-  // that does not fit is the user's mistake, reported before any KVM call.
+  // Guest memory, and the kernel, initrd and command line checked against it, come
+  // first: a bad kernel or an initrd that does not fit is the user's mistake, reported
+  // before any KVM call.
   auto ranges = DSEC_TRY(x86_64::ram_regions(config.memory_mib * x86_64::kMiB));
   auto memory = DSEC_TRY(GuestMemory::anonymous(ranges));
   spdlog::debug("guest memory mapped");
-  auto kernel = DSEC_TRY(x86_64::load_kernel_file(
+  const auto kernel = DSEC_TRY(x86_64::plan_kernel_file(
       memory, config.kernel_path,
       config.share_kernel_pages ? x86_64::KernelPages::kShared : x86_64::KernelPages::kCopied));
-  spdlog::debug("kernel loaded");
-  std::optional<GuestRange> initrd;
+  std::optional<x86_64::PlannedInitrd> initrd;
   if (!config.initrd_path.empty()) {
-    initrd = DSEC_TRY(x86_64::load_initrd_file(memory, kernel, config.initrd_path));
-    spdlog::debug("initrd loaded");
+    initrd = DSEC_TRY(x86_64::plan_initrd_file(memory, kernel.kernel, config.initrd_path));
   }
-  DSEC_TRY(x86_64::write_boot_data(
-      memory, kernel,
-      {.cmdline = guest_cmdline(config), .initrd = initrd, .vcpu_count = config.vcpus}));
+  const std::string cmdline = guest_cmdline(config);
+  const x86_64::BootData boot{.cmdline = cmdline,
+                              .initrd = initrd ? std::optional(initrd->range) : std::nullopt,
+                              .vcpu_count = config.vcpus};
+  DSEC_TRY(x86_64::check_boot_data(kernel.kernel, boot));
+  spdlog::debug("kernel and initrd checked");
+
+  // Copying them into guest memory overlaps KVM's set-up of the VM below, which never
+  // touches that memory. Joined before the memory moves into the Machine, and on every
+  // early return before the memory is unmapped (it is declared after it).
+  Status loaded = ok();
+  std::jthread loader([&] {
+    loaded = kernel.write(memory);
+    if (loaded && initrd) {
+      loaded = initrd->write(memory);
+    }
+    if (loaded) {
+      loaded = x86_64::write_boot_data(memory, kernel.kernel, boot);
+    }
+  });
 
   auto kvm = DSEC_TRY(kvm::KvmSystem::open(config.kvm_device));
   if (kvm::KvmSystem::served_by_pvm()) {
@@ -73,13 +92,15 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
     r.userspace_addr = reinterpret_cast<uint64_t>(region.host());
     DSEC_TRY(vm.set_user_memory_region(r));
   }
-
+  loader.join();
+  DSEC_TRY(loaded);
+  spdlog::debug("kernel, initrd and boot data loaded");
   spdlog::debug("irqchip, PIT and memory set");
   std::unique_ptr<Machine> machine(
       new Machine(config, std::move(memory), std::move(kvm), std::move(vm)));
   DSEC_TRY(machine->setup_devices());
   spdlog::debug("devices set");
-  DSEC_TRY(machine->setup_vcpus(kernel));
+  DSEC_TRY(machine->setup_vcpus(kernel.kernel));
   spdlog::debug("vCPUs set");
   return machine;
 }

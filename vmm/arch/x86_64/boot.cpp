@@ -14,14 +14,7 @@ namespace dsec::x86_64 {
 
 namespace {
 
-Status write_cmdline(GuestMemory& memory, const LoadedKernel& kernel, std::string_view cmdline) {
-  if (cmdline.size() > kernel.cmdline_max) {
-    return fail(fmt::format("the kernel command line is {} bytes; the limit is {} bytes",
-                            cmdline.size(), kernel.cmdline_max));
-  }
-  if (cmdline.find('\0') != std::string_view::npos) {
-    return fail("the kernel command line contains a NUL byte");
-  }
+Status write_cmdline(GuestMemory& memory, std::string_view cmdline) {
   const std::span<uint8_t> target = DSEC_TRY(memory.span(kCmdlineAddr, cmdline.size() + 1));
   std::copy(cmdline.begin(), cmdline.end(), target.begin());
   target.back() = 0;
@@ -30,8 +23,20 @@ Status write_cmdline(GuestMemory& memory, const LoadedKernel& kernel, std::strin
 
 }  // namespace
 
+Status check_boot_data(const LoadedKernel& kernel, const BootData& data) {
+  if (data.cmdline.size() > kernel.cmdline_max) {
+    return fail(fmt::format("the kernel command line is {} bytes; the limit is {} bytes",
+                            data.cmdline.size(), kernel.cmdline_max));
+  }
+  if (data.cmdline.find('\0') != std::string_view::npos) {
+    return fail("the kernel command line contains a NUL byte");
+  }
+  return ok();
+}
+
 Status write_boot_data(GuestMemory& memory, const LoadedKernel& kernel, const BootData& data) {
-  DSEC_TRY(write_cmdline(memory, kernel, data.cmdline));
+  DSEC_TRY(check_boot_data(kernel, data));
+  DSEC_TRY(write_cmdline(memory, data.cmdline));
   const std::vector<boot_e820_entry> e820 = e820_map(memory);
   if (kernel.protocol == BootProtocol::kPvh) {
     DSEC_TRY(write_pvh_start_info(memory, kCmdlineAddr, data.initrd, e820));

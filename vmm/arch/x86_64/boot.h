@@ -19,6 +19,10 @@ struct BootData {
   uint32_t vcpu_count = 1;
 };
 
+// What write_boot_data() would refuse: a command line longer than the kernel takes, or
+// one holding a NUL.
+Status check_boot_data(const LoadedKernel& kernel, const BootData& data);
+
 // The command line, the zero page (64-bit entry) or hvm_start_info (PVH) with the e820
 // map of `memory`, the GDT and IDT, the identity page tables (64-bit entry) and the MP
 // table. Fails if the command line is longer than the kernel takes or holds a NUL.

@@ -38,7 +38,7 @@ setup_header declared_header(std::span<const uint8_t> image, const setup_header&
 
 }  // namespace
 
-Result<LoadedKernel> load_bzimage(GuestMemory& memory, std::span<const uint8_t> image) {
+Result<PlannedKernel> plan_bzimage(const GuestMemory& memory, std::span<const uint8_t> image) {
   const auto header = read_at<setup_header>(image, kSetupHeaderOffset);
   if (!header) {
     return bzimage_error(
@@ -99,8 +99,8 @@ Result<LoadedKernel> load_bzimage(GuestMemory& memory, std::span<const uint8_t> 
   kernel.setup = declared_header(image, *header);
   kernel.initrd_addr_max = header->initrd_addr_max;
   kernel.cmdline_max = std::min<uint64_t>(header->cmdline_size, kCmdlineMaxSize - 1);
-  DSEC_TRY(memory.write(kKernelLoadAddr, payload));
-  return kernel;
+  return PlannedKernel{
+      kernel, [payload](GuestMemory& target) { return target.write(kKernelLoadAddr, payload); }};
 }
 
 }  // namespace dsec::x86_64

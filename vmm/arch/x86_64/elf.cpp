@@ -69,8 +69,8 @@ Result<std::optional<uint64_t>> find_pvh_entry(std::span<const uint8_t> image,
 
 }  // namespace
 
-Result<LoadedKernel> load_elf_kernel(GuestMemory& memory, std::span<const uint8_t> image,
-                                     int image_fd) {
+Result<PlannedKernel> plan_elf_kernel(const GuestMemory& memory, std::span<const uint8_t> image,
+                                      int image_fd) {
   const auto ehdr = read_at<Elf64_Ehdr>(image, 0);
   if (!ehdr) {
     return elf_error(fmt::format("the file has {} bytes, fewer than the {}-byte ELF header",
@@ -155,21 +155,24 @@ Result<LoadedKernel> load_elf_kernel(GuestMemory& memory, std::span<const uint8_
                                  pvh_entry ? "PVH" : "the", kernel.entry, lowest, entry_limit));
   }
 
-  for (const Elf64_Phdr& phdr : loads) {
-    // The whole pages of a page-aligned segment are mapped from the file; the rest (a
-    // partial last page, an unaligned segment, no file) is copied.
-    uint64_t mapped = 0;
-    if (image_fd >= 0 && phdr.p_offset % kPageSize == 0 && phdr.p_paddr % kPageSize == 0) {
-      mapped = phdr.p_filesz & ~(kPageSize - 1);
+  auto write = [image, image_fd, loads = std::move(loads)](GuestMemory& target) -> Status {
+    for (const Elf64_Phdr& phdr : loads) {
+      // The whole pages of a page-aligned segment are mapped from the file; the rest (a
+      // partial last page, an unaligned segment, no file) is copied.
+      uint64_t mapped = 0;
+      if (image_fd >= 0 && phdr.p_offset % kPageSize == 0 && phdr.p_paddr % kPageSize == 0) {
+        mapped = phdr.p_filesz & ~(kPageSize - 1);
+      }
+      if (mapped != 0) {
+        DSEC_TRY(target.map_file_pages(phdr.p_paddr, mapped, image_fd, phdr.p_offset));
+      }
+      DSEC_TRY(target.write(phdr.p_paddr + mapped,
+                            image.subspan(phdr.p_offset + mapped, phdr.p_filesz - mapped)));
+      DSEC_TRY(target.fill(phdr.p_paddr + phdr.p_filesz, phdr.p_memsz - phdr.p_filesz, 0));
     }
-    if (mapped != 0) {
-      DSEC_TRY(memory.map_file_pages(phdr.p_paddr, mapped, image_fd, phdr.p_offset));
-    }
-    DSEC_TRY(memory.write(phdr.p_paddr + mapped,
-                          image.subspan(phdr.p_offset + mapped, phdr.p_filesz - mapped)));
-    DSEC_TRY(memory.fill(phdr.p_paddr + phdr.p_filesz, phdr.p_memsz - phdr.p_filesz, 0));
-  }
-  return kernel;
+    return ok();
+  };
+  return PlannedKernel{kernel, std::move(write)};
 }
 
 }  // namespace dsec::x86_64

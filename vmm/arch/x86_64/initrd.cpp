@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "vmm/arch/x86_64/layout.h"
 #include "vmm/common/file.h"
@@ -41,17 +42,26 @@ Result<GuestRange> load_initrd(GuestMemory& memory, const LoadedKernel& kernel,
   return range;
 }
 
-Result<GuestRange> load_initrd_file(GuestMemory& memory, const LoadedKernel& kernel,
-                                    const std::string& path) {
+Result<PlannedInitrd> plan_initrd_file(const GuestMemory& memory, const LoadedKernel& kernel,
+                                       const std::string& path) {
   // Errors from opening and reading name the path already.
-  OpenFile file = DSEC_TRY(open_regular_file(path));
-  auto range = place_initrd(memory, kernel, file.size);
+  auto file = std::make_shared<const OpenFile>(DSEC_TRY(open_regular_file(path)));
+  auto range = place_initrd(memory, kernel, file->size);
   if (!range) {
     return std::unexpected(range.error().with_context(path));
   }
-  const std::span<uint8_t> target = DSEC_TRY(memory.span(range->base, range->size));
-  DSEC_TRY(read_exact(file.fd.get(), 0, target, path));
-  return range;
+  return PlannedInitrd{*range, [file, path, range = *range](GuestMemory& target) -> Status {
+                         const std::span<uint8_t> bytes =
+                             DSEC_TRY(target.span(range.base, range.size));
+                         return read_exact(file->fd.get(), 0, bytes, path);
+                       }};
+}
+
+Result<GuestRange> load_initrd_file(GuestMemory& memory, const LoadedKernel& kernel,
+                                    const std::string& path) {
+  PlannedInitrd planned = DSEC_TRY(plan_initrd_file(memory, kernel, path));
+  DSEC_TRY(planned.write(memory));
+  return planned.range;
 }
 
 }  // namespace dsec::x86_64

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -19,6 +20,15 @@ Result<GuestRange> place_initrd(const GuestMemory& memory, const LoadedKernel& k
 // Places and copies `bytes`.
 Result<GuestRange> load_initrd(GuestMemory& memory, const LoadedKernel& kernel,
                                std::span<const uint8_t> bytes);
+// An initrd file placed in guest memory but not read into it yet: write() reads it there
+// and fails only on a host error. The plan holds the file open.
+struct PlannedInitrd {
+  GuestRange range;
+  std::function<Status(GuestMemory&)> write;
+};
+// Opens and places the file; errors start with the path.
+Result<PlannedInitrd> plan_initrd_file(const GuestMemory& memory, const LoadedKernel& kernel,
+                                       const std::string& path);
 // Places the file and reads it straight into guest memory; errors start with the path.
 Result<GuestRange> load_initrd_file(GuestMemory& memory, const LoadedKernel& kernel,
                                     const std::string& path);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <memory>
 
 #include "vmm/arch/x86_64/layout.h"
 #include "vmm/common/file.h"
@@ -27,13 +28,13 @@ bool has_hdrs_magic(std::span<const uint8_t> image) {
 
 }  // namespace
 
-Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> image,
-                                 int image_fd) {
+Result<PlannedKernel> plan_kernel(const GuestMemory& memory, std::span<const uint8_t> image,
+                                  int image_fd) {
   if (has_elf_magic(image)) {
-    return load_elf_kernel(memory, image, image_fd);
+    return plan_elf_kernel(memory, image, image_fd);
   }
   if (has_hdrs_magic(image)) {
-    return load_bzimage(memory, image);
+    return plan_bzimage(memory, image);
   }
   return fail(fmt::format("not a bzImage or ELF vmlinux: {} bytes with neither the ELF magic "
                           "at offset 0 nor \"HdrS\" at offset {:#x}",
@@ -41,18 +42,40 @@ Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> i
               "give an x86-64 bzImage (arch/x86/boot/bzImage) or an uncompressed vmlinux");
 }
 
-Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path,
-                                      KernelPages pages) {
+Result<LoadedKernel> load_kernel(GuestMemory& memory, std::span<const uint8_t> image,
+                                 int image_fd) {
+  PlannedKernel planned = DSEC_TRY(plan_kernel(memory, image, image_fd));
+  DSEC_TRY(planned.write(memory));
+  return planned.kernel;
+}
+
+Result<PlannedKernel> plan_kernel_file(const GuestMemory& memory, const std::string& path,
+                                       KernelPages pages) {
   auto image = map_file(path, kMaxKernelFileSize);
   if (!image) {
     return std::unexpected(image.error().with_context("kernel"));
   }
-  auto kernel =
-      load_kernel(memory, image->bytes(), pages == KernelPages::kShared ? image->fd() : -1);
-  if (!kernel) {
-    return std::unexpected(kernel.error().with_context(path));
+  auto file = std::make_shared<const MappedFile>(std::move(*image));
+  auto planned =
+      plan_kernel(memory, file->bytes(), pages == KernelPages::kShared ? file->fd() : -1);
+  if (!planned) {
+    return std::unexpected(planned.error().with_context(path));
   }
-  return kernel;
+  // The write reads the mapping: it holds the file until the plan is gone.
+  planned->write = [file, path, write = std::move(planned->write)](GuestMemory& target) -> Status {
+    if (auto written = write(target); !written) {
+      return std::unexpected(written.error().with_context(path));
+    }
+    return ok();
+  };
+  return planned;
+}
+
+Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path,
+                                      KernelPages pages) {
+  PlannedKernel planned = DSEC_TRY(plan_kernel_file(memory, path, pages));
+  DSEC_TRY(planned.write(memory));
+  return planned.kernel;
 }
 
 Status check_kernel_range(const GuestMemory& memory, uint64_t base, uint64_t size,

@@ -10,6 +10,7 @@
 #include <asm/bootparam.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -39,6 +40,19 @@ struct LoadedKernel {
   uint64_t cmdline_max = 0;
 };
 
+// A kernel checked against guest memory but not written into it yet. Every mistake in
+// the file shows when it is planned; write() then fails only on a host error (a read or
+// a mapping that fails). The VMM plans before any KVM call and writes while KVM sets the
+// VM up. write() reads the image the plan came from, which must outlive it.
+struct PlannedKernel {
+  LoadedKernel kernel;
+  std::function<Status(GuestMemory&)> write;
+};
+
+// Detects the format and plans its loading; load_kernel() below plans and writes.
+Result<PlannedKernel> plan_kernel(const GuestMemory& memory, std::span<const uint8_t> image,
+                                  int image_fd = -1);
+
 // Detects the format and loads it. `image_fd`, if given, is an open file holding `image`:
 // an ELF vmlinux's page-aligned segments are then mapped copy-on-write from it instead of
 // copied (GuestMemory::map_file_pages), so VMs booting the same vmlinux share its pages.
@@ -56,13 +70,17 @@ enum class KernelPages {
   kShared,
 };
 
-// Maps the file and loads it; errors start with the path. A bzImage is always copied.
+// Maps the file and plans its loading; the plan keeps the file mapped. Errors start with
+// the path. A bzImage is always copied.
+Result<PlannedKernel> plan_kernel_file(const GuestMemory& memory, const std::string& path,
+                                       KernelPages pages = KernelPages::kCopied);
+// Plans and writes.
 Result<LoadedKernel> load_kernel_file(GuestMemory& memory, const std::string& path,
                                       KernelPages pages = KernelPages::kCopied);
 
-Result<LoadedKernel> load_elf_kernel(GuestMemory& memory, std::span<const uint8_t> image,
-                                     int image_fd = -1);
-Result<LoadedKernel> load_bzimage(GuestMemory& memory, std::span<const uint8_t> image);
+Result<PlannedKernel> plan_elf_kernel(const GuestMemory& memory, std::span<const uint8_t> image,
+                                      int image_fd = -1);
+Result<PlannedKernel> plan_bzimage(const GuestMemory& memory, std::span<const uint8_t> image);
 
 // Checks that kernel memory [base, base + size) is inside guest RAM, at or above 1 MiB
 // (clear of the boot data) and below the MMIO gap. `what` names it in the error.
