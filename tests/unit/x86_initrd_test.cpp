@@ -1,6 +1,7 @@
 // Initrd placement: as high as allowed, page-aligned, clear of the kernel, or a clear error.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -129,6 +130,24 @@ TEST(X86Initrd, APlanReadsNothingUntilItsWriteRuns) {
   ASSERT_OK(planned.write(memory));
   ASSERT_OK(memory.read(planned.range.base, copied));
   EXPECT_EQ(copied, bytes);
+}
+
+// A file cut short between the plan and the write (replaced while the VMM started) is an
+// error of the write, which names the file; the VMM then gives up the VM.
+TEST(X86Initrd, AFileTruncatedAfterItsPlanFailsTheWrite) {
+  GuestMemory memory = make_memory(64 * kMiB);
+  const std::string path = ::testing::TempDir() + "x86_initrd_truncated.cpio";
+  const auto bytes = pattern(5000, 4);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  ASSERT_OK_AND_ASSIGN(const PlannedInitrd planned,
+                       plan_initrd_file(memory, kernel_at_one_mib(8 * kMiB), path));
+  ASSERT_EQ(::truncate(path.c_str(), 1000), 0);
+  const auto written = planned.write(memory);
+  std::remove(path.c_str());
+  ASSERT_FALSE(written.has_value());
+  EXPECT_THAT(written.error().message(), HasSubstr(path + ": file ended after 1000 of 5000 bytes"));
 }
 
 }  // namespace
