@@ -22,6 +22,8 @@ namespace {
 using test::ElfImage;
 using test::modify_phdr;
 using test::pattern;
+using test::read_guest;
+using test::write_file;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -34,18 +36,6 @@ GuestMemory make_memory(uint64_t bytes = 64 * kMiB) {
 std::string load_error(GuestMemory& memory, const std::vector<uint8_t>& image) {
   const auto kernel = load_kernel(memory, image);
   return kernel.has_value() ? std::string("loaded") : kernel.error().message();
-}
-
-void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()),
-             static_cast<std::streamsize>(bytes.size()));
-}
-
-std::vector<uint8_t> read_guest(const GuestMemory& memory, uint64_t gpa, size_t size) {
-  std::vector<uint8_t> bytes(size);
-  EXPECT_TRUE(memory.read(gpa, bytes).has_value());
-  return bytes;
 }
 
 TEST(X86ElfLoader, LoadsSegmentsAtTheirPhysicalAddressesAndZeroesBss) {

@@ -7,8 +7,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include "vmm/memory/guest_memory.h"
 
 namespace dsec::x86_64::test {
 
@@ -176,6 +179,22 @@ inline std::vector<uint8_t> make_bzimage(const BzImageOptions& options = {}) {
   put(bytes, 0x1f1, header);
   const std::vector<uint8_t> payload = pattern(options.payload_size, 0x5a);
   bytes.insert(bytes.end(), payload.begin(), payload.end());
+  return bytes;
+}
+
+// Writes `bytes` to `path`, replacing it: a kernel or initrd for the file loaders.
+inline void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+}
+
+// `size` bytes of guest memory at `gpa` (empty where the range is not in guest RAM).
+inline std::vector<uint8_t> read_guest(const GuestMemory& memory, uint64_t gpa, size_t size) {
+  std::vector<uint8_t> bytes(size);
+  if (!memory.read(gpa, bytes).has_value()) {
+    return {};
+  }
   return bytes;
 }
 

@@ -4,64 +4,30 @@
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 
-#include <optional>
 #include <thread>
+#include <utility>
 
-#include "vmm/arch/x86_64/boot.h"
 #include "vmm/arch/x86_64/boot_regs.h"
 #include "vmm/arch/x86_64/cpuid.h"
-#include "vmm/arch/x86_64/initrd.h"
 #include "vmm/arch/x86_64/layout.h"
 #include "vmm/arch/x86_64/vcpu_init.h"
 #include "vmm/devices/legacy/cmos.h"
 #include "vmm/devices/legacy/fd_output.h"
 #include "vmm/devices/legacy/i8042.h"
 #include "vmm/devices/legacy/null_device.h"
+#include "vmm/machine/guest_image.h"
 #include "vmm/machine/process_memory.h"
 
 namespace dsec::machine {
 
 using namespace std::chrono_literals;
 
-Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
-  spdlog::debug("creating the VM");
-  DSEC_TRY(validate(config));
-  spdlog::debug("configuration checked");
+namespace {
 
-  // Guest memory, and the kernel, initrd and command line checked against it, come
-  // first: a bad kernel or an initrd that does not fit is the user's mistake, reported
-  // before any KVM call.
-  auto ranges = DSEC_TRY(x86_64::ram_regions(config.memory_mib * x86_64::kMiB));
-  auto memory = DSEC_TRY(GuestMemory::anonymous(ranges));
-  spdlog::debug("guest memory mapped");
-  const auto kernel = DSEC_TRY(x86_64::plan_kernel_file(
-      memory, config.kernel_path,
-      config.share_kernel_pages ? x86_64::KernelPages::kShared : x86_64::KernelPages::kCopied));
-  std::optional<x86_64::PlannedInitrd> initrd;
-  if (!config.initrd_path.empty()) {
-    initrd = DSEC_TRY(x86_64::plan_initrd_file(memory, kernel.kernel, config.initrd_path));
-  }
-  const std::string cmdline = guest_cmdline(config);
-  const x86_64::BootData boot{.cmdline = cmdline,
-                              .initrd = initrd ? std::optional(initrd->range) : std::nullopt,
-                              .vcpu_count = config.vcpus};
-  DSEC_TRY(x86_64::check_boot_data(kernel.kernel, boot));
-  spdlog::debug("kernel and initrd checked");
-
-  // Copying them into guest memory overlaps KVM's set-up of the VM below, which never
-  // touches that memory. Joined before the memory moves into the Machine, and on every
-  // early return before the memory is unmapped (it is declared after it).
-  Status loaded = ok();
-  std::jthread loader([&] {
-    loaded = kernel.write(memory);
-    if (loaded && initrd) {
-      loaded = initrd->write(memory);
-    }
-    if (loaded) {
-      loaded = x86_64::write_boot_data(memory, kernel.kernel, boot);
-    }
-  });
-
+// KVM's side of a new VM: the VM with its TSS, identity map, irqchip, PIT and memory
+// slots. It never touches the contents of guest memory.
+Result<std::pair<kvm::KvmSystem, kvm::Vm>> create_vm(const MachineConfig& config,
+                                                     const GuestMemory& memory) {
   auto kvm = DSEC_TRY(kvm::KvmSystem::open(config.kvm_device));
   if (kvm::KvmSystem::served_by_pvm()) {
     spdlog::warn(
@@ -92,15 +58,41 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
     r.userspace_addr = reinterpret_cast<uint64_t>(region.host());
     DSEC_TRY(vm.set_user_memory_region(r));
   }
+  spdlog::debug("irqchip, PIT and memory set");
+  return std::pair{std::move(kvm), std::move(vm)};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
+  spdlog::debug("creating the VM");
+  DSEC_TRY(validate(config));
+  spdlog::debug("configuration checked");
+
+  // Guest memory, and the kernel, initrd and command line checked against it, come
+  // first: a bad kernel or an initrd that does not fit is the user's mistake, reported
+  // before any KVM call.
+  auto ranges = DSEC_TRY(x86_64::ram_regions(config.memory_mib * x86_64::kMiB));
+  auto memory = DSEC_TRY(GuestMemory::anonymous(ranges));
+  spdlog::debug("guest memory mapped");
+  const auto image = DSEC_TRY(GuestImagePlan::create(config, memory));
+  spdlog::debug("kernel, initrd and command line checked");
+
+  // Writing them into guest memory overlaps KVM's set-up of the VM. The loader is joined
+  // before the memory moves into the Machine, and on an early return before the memory
+  // is unmapped (it is declared after it).
+  Status loaded = ok();
+  std::jthread loader([&] { loaded = image.write(memory); });
+  auto [kvm, vm] = DSEC_TRY(create_vm(config, memory));
   loader.join();
   DSEC_TRY(loaded);
   spdlog::debug("kernel, initrd and boot data loaded");
-  spdlog::debug("irqchip, PIT and memory set");
+
   std::unique_ptr<Machine> machine(
       new Machine(config, std::move(memory), std::move(kvm), std::move(vm)));
   DSEC_TRY(machine->setup_devices());
   spdlog::debug("devices set");
-  DSEC_TRY(machine->setup_vcpus(kernel.kernel));
+  DSEC_TRY(machine->setup_vcpus(image.kernel()));
   spdlog::debug("vCPUs set");
   return machine;
 }
