@@ -44,7 +44,10 @@ bool has_line(const std::string& text, const std::string& line) {
 void boot_default_image(uint32_t vcpus, uint64_t memory_mib) {
   TempDir tmp;
   const std::string marker = "e2e-marker-" + std::to_string(vcpus) + "cpu";
-  const std::string command = "dsec.run=\"echo hello-from-guest; dmesg | grep Memory:\"";
+  // The last word counts the nested-virtualization flags the guest's CPUs show: none.
+  const std::string command =
+      "dsec.run=\"echo hello-from-guest; dmesg | grep Memory:; "
+      "echo nested-virt-flags=$(grep -o -w -e svm -e vmx /proc/cpuinfo | wc -l)\"";
   const auto metrics_path = tmp.file("metrics.json");
   const auto before_exec = std::chrono::steady_clock::now();
   const ProcessOutput run =
@@ -79,6 +82,9 @@ void boot_default_image(uint32_t vcpus, uint64_t memory_mib) {
               HasSubstr(std::string(kDefaultCmdline) + " " + marker + " " + command));
 
   EXPECT_TRUE(has_line(run.out, "hello-from-guest")) << run.out;
+  EXPECT_TRUE(has_line(run.out, "nested-virt-flags=0"))
+      << "the guest must not see VMX or SVM (vmm/arch/x86_64/cpuid.h)\n"
+      << run.out;
   EXPECT_TRUE(has_line(run.out, "dsec-init: exit status=0")) << run.out;
   // The VMM's own messages go to stderr, the guest's console alone to stdout.
   EXPECT_THAT(run.out, Not(HasSubstr("VM ended")));

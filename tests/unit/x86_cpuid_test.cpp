@@ -63,6 +63,8 @@ std::vector<kvm_cpuid_entry2> amd_host() {
   return {
       entry(0, 0, 0x10, 0x68747541, 0x444d4163, 0x69746e65),
       entry(1, 0, 0x00a20f10, (3u << 24) | (16u << 16) | (8u << 8), 0x7ed8320b, 0x178bfbff),
+      entry(0x80000001, 0, 0x00a20f10, 0, 0x75c237ff, 0x2fd3fbff),  // SVM (ECX bit 2) among them
+      entry(0x8000000a, 0, 1, 0x8000, 0, 0x1ebfbcff),               // its revision, ASIDs, NPT...
       entry(0x80000008, 0, 0x3030, 0, 0x700f, 0),
       entry(0x8000001e, 0, 3, 0x101, 0, 0),
   };
@@ -183,6 +185,26 @@ TEST(X86Cpuid, AmdLeavesCountCores) {
   EXPECT_EQ(ext.eax, 3u) << "extended APIC ID";
   EXPECT_EQ(ext.ebx & 0xffff, 3u) << "core 3, one thread";
   EXPECT_EQ(ext.ecx & 0x7ff, 0u);
+}
+
+TEST(X86Cpuid, NestedVirtualizationIsHidden) {
+  // Intel: VMX in leaf 1 ECX (the host table's 0x77fafbff has it).
+  const auto intel = intel_host(true);
+  ASSERT_NE(find(intel, 1).ecx & kCpuidVmxBit, 0u) << "the test's host must offer VMX";
+  const kvm_cpuid_entry2& leaf1 = find(cpuid_for(intel, 0, 1), 1);
+  EXPECT_EQ(leaf1.ecx & kCpuidVmxBit, 0u);
+  EXPECT_EQ(leaf1.ecx & ~(kCpuidVmxBit | kCpuidHypervisorBit),
+            find(intel, 1).ecx & ~(kCpuidVmxBit | kCpuidHypervisorBit))
+      << "only VMX and the hypervisor bit change";
+
+  // AMD: SVM in leaf 0x80000001 ECX, and its feature leaf.
+  const auto amd = amd_host();
+  ASSERT_NE(find(amd, 0x80000001).ecx & kCpuidSvmBit, 0u) << "the test's host must offer SVM";
+  const auto table = cpuid_for(amd, 0, 1);
+  EXPECT_EQ(find(table, 0x80000001).ecx, find(amd, 0x80000001).ecx & ~kCpuidSvmBit);
+  EXPECT_EQ(find(table, 0x80000001).edx, find(amd, 0x80000001).edx);
+  const kvm_cpuid_entry2& svm = find(table, kCpuidSvmFeaturesLeaf);
+  EXPECT_EQ(svm.eax | svm.ebx | svm.ecx | svm.edx, 0u);
 }
 
 std::string signature(const kvm_cpuid_entry2& leaf) {

@@ -88,6 +88,7 @@ Result<std::vector<kvm_cpuid_entry2>> vcpu_cpuid(std::span<const kvm_cpuid_entry
         const uint32_t addressable = std::min<uint32_t>(std::bit_ceil(n), 0xff);
         entry.ebx = (entry.ebx & 0xffff) | (addressable << 16) | (apic_id << 24);
         entry.ecx |= kCpuidHypervisorBit;
+        entry.ecx &= ~kCpuidVmxBit;
         if (config.tsc_deadline_timer) {
           entry.ecx |= kCpuidTscDeadlineBit;
         } else {
@@ -111,6 +112,12 @@ Result<std::vector<kvm_cpuid_entry2>> vcpu_cpuid(std::span<const kvm_cpuid_entry
         entry.eax |= (std::min<uint32_t>(n - 1, 0x3f) << 26) | (sharing << 14);
         break;
       }
+      case 0x80000001:
+        entry.ecx &= ~kCpuidSvmBit;
+        break;
+      case kCpuidSvmFeaturesLeaf:
+        entry.eax = entry.ebx = entry.ecx = entry.edx = 0;
+        break;
       case 0x80000008:
         // ECX[7:0] cores - 1, [15:12] APIC ID bits for the core number.
         entry.ecx = (entry.ecx & ~0xf0ffU) | (n - 1) | (id_bits(n) << 12);

@@ -22,10 +22,16 @@ struct VcpuCpuidConfig {
 inline constexpr uint32_t kCpuidHypervisorBit = 1U << 31;      // leaf 1 ECX
 inline constexpr uint32_t kCpuidTscDeadlineBit = 1U << 24;     // leaf 1 ECX
 inline constexpr uint32_t kCpuidHyperThreadingBit = 1U << 28;  // leaf 1 EDX
+inline constexpr uint32_t kCpuidVmxBit = 1U << 5;              // leaf 1 ECX (Intel VT-x)
+inline constexpr uint32_t kCpuidSvmBit = 1U << 2;              // leaf 0x80000001 ECX (AMD-V)
+inline constexpr uint32_t kCpuidSvmFeaturesLeaf = 0x8000000a;  // AMD-V's revision and features
 
 // Fixes up, for vCPU `config.vcpu_index` of `config.vcpu_count`:
 //   leaf 1: initial APIC ID, addressable logical processors, HTT, hypervisor and
-//     TSC-deadline bits;
+//     TSC-deadline bits; VMX cleared;
+//   leaves 0x80000001 and 0x8000000A (AMD): SVM cleared, its feature leaf zeroed. A sandbox
+//     gets no nested virtualization: without the CPUID bit KVM refuses the guest's
+//     CR4.VMXE / EFER.SVME, so the host's nested-virtualization code stays out of its reach;
 //   leaf 4: cores per package and the threads sharing each cache;
 //   leaves 0xB and 0x1F (where present): x2APIC ID, 1 thread per core, n cores;
 //   leaves 0x80000008 ECX and 0x8000001E (AMD, where present): core count and IDs;
