@@ -17,12 +17,12 @@ rm -f "$scratch/attempts"
   while [[ ! -s "$scratch/attempts" ]]; do sleep 0.2; done
   pkill -STOP -g "$first_pid"
 ) &
-out=$(DSEC_TESTBED_HANG_S=5 "$harness" exec --session "$session" -- bash -c \
+out=$(DSEC_TESTBED_HANG_S=10 "$harness" exec --session "$session" -- bash -c \
   'echo attempt >> "$0/attempts"; sleep 3; echo finished' "$scratch" 2>&1)
 rc=$?
 fail=0
 [[ $rc -eq 0 ]] || { echo "FAIL: exit status $rc, want 0 from the second attempt"; fail=1; }
-[[ $out == *"hung (no heartbeat for 5 s)"* ]] || { echo "FAIL: the hang was not reported"; fail=1; }
+[[ $out == *"hung (no heartbeat for 10 s)"* ]] || { echo "FAIL: the hang was not reported"; fail=1; }
 [[ $out == *"restarting the test bed"* ]] || { echo "FAIL: no restart was reported"; fail=1; }
 [[ $out == *finished* ]] || { echo "FAIL: the command did not finish on the restarted bed"; fail=1; }
 [[ $(cat "$session/qemu.pid") != "$first_pid" ]] || { echo "FAIL: the VM was not replaced"; fail=1; }
