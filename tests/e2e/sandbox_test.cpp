@@ -11,6 +11,7 @@
 
 #include <array>
 #include <fstream>
+#include <future>
 #include <random>
 #include <string>
 #include <thread>
@@ -40,6 +41,21 @@ Captured exec(agent::AgentClient& client, agent::ExecRequest req) {
   return c;
 }
 
+// exec() with a deadline. A guest that stalls (the test bed's, docs/kvm-test-bed.md) then
+// fails the step after `deadline` with the devices' state in `stuck`, instead of holding
+// the test until ctest's timeout: the VMM is killed, which closes the agent's stream.
+Captured exec_within(Sandbox& vm, agent::AgentClient& client, agent::ExecRequest req,
+                     std::chrono::seconds deadline, std::string& stuck) {
+  auto done = std::async(std::launch::async,
+                         [&client, req = std::move(req)] { return exec(client, req); });
+  if (done.wait_for(deadline) == std::future_status::timeout) {
+    stuck = "no exit status after " + std::to_string(deadline.count()) + " s\n" +
+            vm.describe_stuck();
+    vm.stop(SIGKILL);
+  }
+  return done.get();
+}
+
 TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnce) {
   if (default_image().kernel.empty()) return;  // the failure says how to build it
   Sandbox vm;
@@ -53,9 +69,11 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   EXPECT_THAT(uname.out, HasSubstr("Linux"));
 
   // 10 MiB through stdout, byte for byte.
-  auto big = exec(client, {{"seq", "1", "1500000"}, {}, "", 0, false});
+  std::string stuck;
+  auto big = exec_within(vm, client, {{"seq", "1", "1500000"}, {}, "", 0, false}, 120s, stuck);
   ASSERT_TRUE(big.status.has_value()) << big.status.error().message() << " after "
-                                       << big.out.size() << " bytes\n" << vm.describe_stuck();
+                                       << big.out.size() << " bytes\n"
+                                       << (stuck.empty() ? vm.describe_stuck() : stuck);
   std::string want;
   for (int i = 1; i <= 1500000; ++i) want += std::to_string(i) + "\n";
   EXPECT_EQ(big.out.size(), want.size());
