@@ -28,6 +28,20 @@ def parse_text_symbols(lines):
     return symbols
 
 
+def parse_symbol_addresses(lines, names):
+    """{name: address} for those of the names the lines list, text or data alike."""
+    wanted = set(names)
+    found = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] in wanted and fields[2] not in found:
+            try:
+                found[fields[2]] = int(fields[0], 16)
+            except ValueError:
+                continue
+    return found
+
+
 class SymbolTable:
     """Names the function an address falls in: the nearest symbol at or below it."""
 
