@@ -3,15 +3,7 @@
 # SIGSTOP, a short hang limit) fails with exit status 2, and the hung VM is ended rather
 # than left spinning the host's CPUs; the session's next command starts a fresh VM and runs.
 set -uo pipefail
-harness=$1 session=$2 scratch=$3
-mkdir -p "$scratch"
-cleanup() {
-  [[ -f "$session/qemu.pid" ]] && pkill -CONT -g "$(cat "$session/qemu.pid")" 2>/dev/null
-  "$harness" stop --session "$session" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-"$harness" start --session "$session" --rw "$scratch" --memory 1024 || exit 1
-rm -f "$scratch/attempts"
+source "$(dirname "${BASH_SOURCE[0]}")/own_session.sh"
 # Each attempt of the command freezes the VM it runs in, from the host.
 (
   for n in 1 2; do

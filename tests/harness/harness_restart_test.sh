@@ -2,16 +2,8 @@
 # A test-bed VM that wedges mid-command is noticed, restarted, and the command runs once
 # more there: its own session, frozen with SIGSTOP, and a short hang limit.
 set -uo pipefail
-harness=$1 session=$2 scratch=$3
-mkdir -p "$scratch"
-cleanup() {
-  [[ -f "$session/qemu.pid" ]] && pkill -CONT -g "$(cat "$session/qemu.pid")" 2>/dev/null
-  "$harness" stop --session "$session" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-"$harness" start --session "$session" --rw "$scratch" --memory 1024 || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/own_session.sh"
 first_pid=$(cat "$session/qemu.pid")
-rm -f "$scratch/attempts"
 # The command records each attempt; the first one freezes the whole VM from the host.
 (
   while [[ ! -s "$scratch/attempts" ]]; do sleep 0.2; done
