@@ -23,6 +23,7 @@
 namespace dsec::test {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
@@ -102,16 +103,22 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   const ProcessOutput slow_cli = run_vmm({"exec", "--timeout", "1", vm.vsock_path(), "--", "sleep", "60"}, 120s);
   EXPECT_EQ(slow_cli.exit_status, 124) << slow_cli.describe();
 
-  // SIGUSR1 makes the VMM log its devices' state: here the vsock device with one stream
-  // open to the agent, a command still running on it.
+  // SIGUSR1 makes the VMM log its interrupts' and devices' state: here both vCPUs, the
+  // IOAPIC with the vsock device's pin routed, and the vsock device with one stream open to
+  // the agent, a command still running on it.
   std::thread sleeper([&] {
     auto c = vm.client();
     exec(c, {{"sleep", "8"}, {}, "", 0, false});
   });
-  const std::string state = vm.log_device_state("<-> guest port 1024, established", 60s);
+  const std::string state = vm.log_state("<-> guest port 1024, established", 60s);
   sleeper.join();
   EXPECT_THAT(state, HasSubstr("virtio-vsock (type 19): status 0xf (active)")) << state;
   EXPECT_THAT(state, HasSubstr("<-> guest port 1024, established: from the guest")) << state;
+  EXPECT_THAT(state, HasSubstr("interrupt state (the vCPUs parked to read it):")) << state;
+  EXPECT_THAT(state, ContainsRegex("vcpu 0: rip 0x[0-9a-f]+ IF=[01] ")) << state;
+  EXPECT_THAT(state, ContainsRegex("vcpu 1: rip 0x[0-9a-f]+ IF=[01] ")) << state;
+  // The vsock device sits on virtio-mmio slot 0, IOAPIC pin 5, which the guest routed.
+  EXPECT_THAT(state, ContainsRegex("ioapic: irr 0x[0-9a-f]+;.* pin 5 vector 0x[0-9a-f]+ edge")) << state;
 
   // 32 commands at once, each on its own vsock stream, each with its own output.
   std::array<Captured, 32> results;

@@ -18,10 +18,11 @@ namespace dsec::test {
 
 inline const std::string kVmmBinary = DSEC_BINARY_DIR "/vmm/dsec-vmm";
 
-// Runs `dsec-vmm ARGS...` with stdin from /dev/null; killed at the deadline.
+// Runs `dsec-vmm ARGS...` with stdin from /dev/null; killed at the deadline, after a
+// SIGUSR1 that makes a `dsec-vmm run` log where its guest's interrupts and devices stood.
 inline ProcessOutput run_vmm(std::vector<std::string> args, std::chrono::milliseconds timeout) {
   args.insert(args.begin(), kVmmBinary);
-  return run_process(args, timeout);
+  return run_process(args, timeout, SIGUSR1);
 }
 
 // ${DSEC_CACHE:-$HOME/.cache/dsec-vmm}, where the image and test-bed builds keep their files.

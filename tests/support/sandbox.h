@@ -103,9 +103,9 @@ class Sandbox {
   const std::string& vsock_path() const { return vsock_; }
   const std::filesystem::path& dir() const { return dir_; }
 
-  // Asks the VMM to log its devices' state (SIGUSR1), again every half second, until its
-  // log contains `want` or `deadline` passes; returns the log.
-  std::string log_device_state(const std::string& want, std::chrono::seconds deadline) {
+  // Asks the VMM to log its interrupts' and devices' state (SIGUSR1), again every half
+  // second, until its log contains `want` or `deadline` passes; returns the log.
+  std::string log_state(const std::string& want, std::chrono::seconds deadline) {
     const auto end = std::chrono::steady_clock::now() + deadline;
     std::string log;
     do {
@@ -118,9 +118,10 @@ class Sandbox {
     return log;
   }
 
-  // describe(), after the VMM logged its devices' state: for a step that timed out.
+  // describe(), after the VMM logged its interrupts' and devices' state: for a step that
+  // timed out.
   std::string describe_stuck() {
-    log_device_state("virtio slot", std::chrono::seconds(5));
+    log_state("virtio slot", std::chrono::seconds(5));
     return describe();
   }
 

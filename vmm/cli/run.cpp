@@ -170,7 +170,7 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   }
   config.console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
 
-  // SIGINT and SIGTERM stop the VM, SIGUSR1 logs the state of its virtio devices. Blocked
+  // SIGINT and SIGTERM stop the VM, SIGUSR1 logs its interrupts' and devices' state. Blocked
   // before the Machine starts any thread, so that only the watcher sees them.
   io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
   auto vm = machine::Machine::create(config);
@@ -181,7 +181,7 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   // Declared after the Machine: it is joined before the Machine goes.
   auto watcher = io::SignalWatcher::start(signals, [&vm = **vm](int signo) {
     if (signo == SIGUSR1) {
-      vm.log_device_state();
+      vm.log_state();
     } else {
       vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
     }
@@ -219,8 +219,10 @@ void add_run_command(CLI::App& app, CommandAction& action,
       "to stdout or --console, and reads stdin. Exit status: 0 when the guest rebooted or "
       "powered off, 1 for a bad configuration (nothing started), 2 when the guest crashed "
       "(kernel panic, triple fault), 3 when KVM or the VMM failed. SIGINT/SIGTERM stop the VM "
-      "(status 0); SIGUSR1 logs the state of every virtio device (its queues' indices, vsock's "
-      "streams and credit) for a look at a VM that seems stuck.");
+      "(status 0); SIGUSR1 logs where the interrupts stand (each vCPU: halted or not, its "
+      "local APIC's pending and in-service vectors; the IOAPIC's pins) and the state of every "
+      "virtio device (its queues' indices, vsock's streams and credit), for a look at a VM "
+      "that seems stuck.");
   run->add_option("--kernel", options->kernel, "Kernel: an ELF vmlinux (PVH or 64-bit entry) or a bzImage")
       ->check(CLI::ExistingFile);
   run->add_option("--initrd", options->initrd, "Initramfs to load with the kernel")

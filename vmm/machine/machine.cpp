@@ -1,5 +1,6 @@
 #include "vmm/machine/machine.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -15,6 +16,7 @@
 #include "vmm/devices/legacy/fd_output.h"
 #include "vmm/devices/legacy/i8042.h"
 #include "vmm/devices/legacy/null_device.h"
+#include "vmm/kvm/interrupt_state_text.h"
 #include "vmm/machine/guest_image.h"
 #include "vmm/machine/process_memory.h"
 
@@ -210,6 +212,7 @@ Status Machine::start() {
   for (auto& vcpu : vcpus_) {
     vcpu->start();
   }
+  started_.store(true, std::memory_order_release);
   return ok();
 }
 
@@ -292,12 +295,39 @@ void Machine::join_all() {
   joined_ = true;
 }
 
-void Machine::log_device_state() {
+void Machine::log_state() {
+  log_interrupt_state();
   if (virtio_) {
     virtio_->request_state_log();
   } else {
     spdlog::info("device state: this VM has no virtio devices");
   }
+}
+
+void Machine::log_interrupt_state() {
+  if (!started_.load(std::memory_order_acquire)) {
+    spdlog::info("interrupt state: the vCPUs have not started");
+    return;
+  }
+  // A vCPU's registers and local APIC can only be read outside KVM_RUN: park every vCPU for
+  // the reading (unless something else has them parked already), then let them go on.
+  const bool was_running = control_.state() == RunState::kRunning;
+  if (was_running) {
+    control_.pause();
+  }
+  if (control_.state() != RunState::kPaused) {
+    return;  // the VM is ending
+  }
+  std::string text;
+  for (auto& vcpu : vcpus_) {
+    text += fmt::format("\n  vcpu {}: {}", vcpu->vcpu().id(),
+                        kvm::describe_vcpu_interrupts(vcpu->vcpu()));
+  }
+  text += "\n  ioapic: " + kvm::describe_ioapic(vm_);
+  if (was_running) {
+    control_.resume();
+  }
+  spdlog::info("interrupt state (the vCPUs parked to read it):{}", text);
 }
 
 MachineMetrics Machine::metrics() const {

@@ -3,6 +3,7 @@
 // start; every way in (CLI, API, library) goes through it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -53,8 +54,10 @@ class Machine {
   void resume() { control_.resume(); }
   // Ends the VM (idempotent). wait() then returns kStopped unless it had ended already.
   void stop(std::string why = "stop requested");
-  // Logs the state of every virtio device (VirtioDevices::request_state_log); any thread.
-  void log_device_state();
+  // Logs where the VM's interrupts stand (each vCPU's and the IOAPIC's, read with the vCPUs
+  // parked for a moment) and the state of every virtio device
+  // (VirtioDevices::request_state_log, logged from the event loop); any thread.
+  void log_state();
 
   GuestMemory& memory() { return memory_; }
   MachineMetrics metrics() const;
@@ -69,6 +72,7 @@ class Machine {
   void input_loop();
   void join_all();
   void write_profile() const;
+  void log_interrupt_state();
 
   MachineConfig config_;
   RunControl control_;
@@ -88,6 +92,7 @@ class Machine {
   UniqueFd input_stop_;  // eventfd that ends the console input thread
   std::thread input_thread_;
   bool joined_ = false;
+  std::atomic<bool> started_{false};  // the vCPU threads are running
 };
 
 }  // namespace dsec::machine
