@@ -91,23 +91,15 @@ std::string describe_vcpu_interrupts(const kvm_regs& regs, const kvm_mp_state& m
 }
 
 std::string describe_vcpu_interrupts(const Vcpu& vcpu) {
-  auto regs = vcpu.get_regs();
-  if (!regs) {
-    return "unreadable: " + regs.error().message();
-  }
-  auto mp_state = vcpu.get_mp_state();
-  if (!mp_state) {
-    return "unreadable: " + mp_state.error().message();
-  }
-  auto events = vcpu.get_vcpu_events();
-  if (!events) {
-    return "unreadable: " + events.error().message();
-  }
-  auto lapic = vcpu.get_lapic();
-  if (!lapic) {
-    return "unreadable: " + lapic.error().message();
-  }
-  return describe_vcpu_interrupts(*regs, *mp_state, *events, *lapic);
+  auto read = [&]() -> Result<std::string> {
+    const kvm_regs regs = DSEC_TRY(vcpu.get_regs());
+    const kvm_mp_state mp_state = DSEC_TRY(vcpu.get_mp_state());
+    const kvm_vcpu_events events = DSEC_TRY(vcpu.get_vcpu_events());
+    const kvm_lapic_state lapic = DSEC_TRY(vcpu.get_lapic());
+    return describe_vcpu_interrupts(regs, mp_state, events, lapic);
+  };
+  auto text = read();
+  return text ? *text : "unreadable: " + text.error().message();
 }
 
 std::string describe_ioapic(const kvm_ioapic_state& ioapic) {
