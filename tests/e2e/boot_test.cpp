@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "tests/support/dsec_vmm.h"
+#include "tests/support/file_text.h"
 
 namespace dsec::test {
 namespace {
@@ -147,13 +148,7 @@ TEST(BootDefaultImage, WithSharedKernelPagesBootsAndLeavesTheVmlinuxUntouched) {
   if (image.vmlinux.empty()) {
     return;
   }
-  const auto read_all = [](const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    return bytes.str();
-  };
-  const std::string before = read_all(image.vmlinux);
+  const std::string before = file_text(image.vmlinux);
   const ProcessOutput run =
       run_vmm({"run", "--kernel", image.vmlinux.string(), "--share-kernel-pages", "--append",
                "dsec.run=\"echo hello-from-shared-pages\""},
@@ -161,7 +156,7 @@ TEST(BootDefaultImage, WithSharedKernelPagesBootsAndLeavesTheVmlinuxUntouched) {
   ASSERT_EQ(run.exit_status, 0) << run.describe();
   ASSERT_TRUE(find_banner(run.out).has_value()) << "no banner\n" << run.describe();
   EXPECT_TRUE(has_line(run.out, "hello-from-shared-pages")) << run.out;
-  EXPECT_TRUE(read_all(image.vmlinux) == before) << "the guest's writes reached the vmlinux";
+  EXPECT_TRUE(file_text(image.vmlinux) == before) << "the guest's writes reached the vmlinux";
   // A second boot from the same file must work as well as the first: nothing was
   // written through to it.
   const ProcessOutput again =

@@ -40,6 +40,17 @@ struct ProcessOutput {
   }
 };
 
+// A wait status in words, for failure messages: "exited with status 1", "was killed by
+// signal 11 (Segmentation fault)".
+inline std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           ::strsignal(WTERMSIG(status)) + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
 // Runs argv[0] (searched in PATH) with argv, standard input from /dev/null, in a process
 // group of its own. If it has not exited `timeout` after the start, the group is killed
 // with SIGKILL and the result says timed_out. With `last_words`, the process gets that

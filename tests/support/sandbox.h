@@ -10,13 +10,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/support/dsec_vmm.h"
+#include "tests/support/file_text.h"
 #include "vmm/agent/client.h"
 
 namespace dsec::test {
@@ -76,7 +75,8 @@ class Sandbox {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
-        why = "dsec-vmm exited before the agent was ready\n" + describe();
+        why = "dsec-vmm " + describe_wait_status(status) + " before the agent was ready\n" +
+              describe();
         return false;
       }
       if (std::filesystem::exists(vsock_)) {
@@ -111,9 +111,7 @@ class Sandbox {
     do {
       if (pid_ > 0) ::kill(pid_, SIGUSR1);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      std::stringstream s;
-      s << std::ifstream((dir_ / "vmm.log").string()).rdbuf();
-      log = s.str();
+      log = file_text(dir_ / "vmm.log");
     } while (log.find(want) == std::string::npos && std::chrono::steady_clock::now() < end);
     return log;
   }
@@ -127,10 +125,7 @@ class Sandbox {
 
   // The guest's console and the VMM's log, for failure messages.
   std::string describe() const {
-    std::stringstream s;
-    s << "--- console (" << console_ << ")\n" << std::ifstream(console_).rdbuf();
-    s << "\n--- dsec-vmm log\n" << std::ifstream((dir_ / "vmm.log").string()).rdbuf();
-    return s.str();
+    return file_section("console", console_) + file_section("dsec-vmm log", dir_ / "vmm.log");
   }
 
  private:

@@ -10,12 +10,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/support/file_text.h"
 #include "tests/support/result_matchers.h"
 #include "vmm/machine/machine_config.h"
 
@@ -75,13 +74,6 @@ TEST(GuestProfiler, SamplesKeepTheirVcpuRipAndOrderOfArrival) {
   EXPECT_GE(samples[1].since_start - samples[0].since_start, 2ms);
 }
 
-std::string read_all(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 TEST(GuestProfiler, WritesAHeaderThenOneLinePerSample) {
   const auto path =
       std::filesystem::temp_directory_path() / ("dsec-profile-test-" + std::to_string(::getpid()));
@@ -90,7 +82,7 @@ TEST(GuestProfiler, WritesAHeaderThenOneLinePerSample) {
       {.vcpu = 1, .since_start = 2s, .rip = 0x7f00deadbeef},
   };
   ASSERT_OK(GuestProfiler::write(path.string(), samples, 250us));
-  EXPECT_EQ(read_all(path),
+  EXPECT_EQ(test::file_text(path),
             "# dsec-vmm guest profile: 2 samples, one every 250 us per vCPU\n"
             "# vcpu microseconds_since_start rip\n"
             "0 1500 ffffffff81234567\n"

@@ -2,8 +2,15 @@
 // words when asked for them (what dsec-vmm run logs on SIGUSR1 about a hung guest).
 #include "tests/support/run_command.h"
 
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "tests/support/file_text.h"
 
 namespace dsec::test {
 namespace {
@@ -36,6 +43,29 @@ TEST(RunProcess, ACommandThatEndsInTimeGetsNoSignal) {
   EXPECT_FALSE(run.timed_out);
   EXPECT_EQ(run.exit_status, 0);
   EXPECT_EQ(run.out, "done\n");
+}
+
+TEST(DescribeWaitStatus, SaysHowTheProcessEnded) {
+  EXPECT_EQ(describe_wait_status(1 << 8), "exited with status 1");
+  EXPECT_EQ(describe_wait_status(SIGSEGV), "was killed by signal 11 (Segmentation fault)");
+}
+
+// A failure message lists a sandbox's console and then its VMM's log: an empty console
+// must not swallow the log after it (what `out << std::ifstream(path).rdbuf()` did).
+TEST(FileSection, AnEmptyOrMissingFileSaysSoAndWhatFollowsStillPrints) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("file-section-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "empty.log").flush();
+  std::ofstream(dir / "vmm.log") << "error: the reason";
+  const std::string text = file_section("console", dir / "empty.log") +
+                           file_section("log", dir / "vmm.log") +
+                           file_section("missing", dir / "none.log");
+  EXPECT_THAT(text, HasSubstr("empty.log)\n(empty)\n--- log ("));
+  EXPECT_THAT(text, HasSubstr("vmm.log)\nerror: the reason\n--- missing ("));
+  EXPECT_THAT(text, HasSubstr("none.log)\n(no such file)\n"));
+  EXPECT_EQ(file_text(dir / "vmm.log"), "error: the reason");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
