@@ -211,15 +211,5 @@ TEST_F(BlockRequestTest, TooManySegmentsOrBytesAreRefused) {
   expect_rejected(chain(kBlkTypeIn, 0, 1536), "longer than");
 }
 
-TEST(SliceBuffers, CutsAStreamOfBuffersAtByteOffsets) {
-  const std::vector<GuestRange> buffers{{0x100, 10}, {0x200, 0}, {0x300, 20}};
-  EXPECT_THAT(slice_buffers(buffers, 0, 30),
-              ElementsAre(GuestRange{0x100, 10}, GuestRange{0x300, 20}));
-  EXPECT_THAT(slice_buffers(buffers, 5, 10),
-              ElementsAre(GuestRange{0x105, 5}, GuestRange{0x300, 5}));
-  EXPECT_THAT(slice_buffers(buffers, 10, 3), ElementsAre(GuestRange{0x300, 3}));
-  EXPECT_TRUE(slice_buffers(buffers, 30, 0).empty());
-}
-
 }  // namespace
 }  // namespace dsec::virtio

@@ -17,6 +17,7 @@
 
 #include "vmm/common/log_rate_limiter.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/device_signals.h"
 #include "vmm/devices/virtio/virtio_spec.h"
 
@@ -160,12 +161,8 @@ bool VirtioBlock::Core::start_request(const DescriptorChain& chain) {
   BlockRequest& request = *parsed;
   switch (request.type) {
     case kBlkTypeGetId: {
-      uint64_t copied = 0;
-      for (const GuestRange& piece : request.data) {
-        if (!memory.write(piece.base, std::span(state.id).subspan(copied, piece.size))) {
-          return complete(chain.head, request.status_gpa, kBlkStatusIoErr, 1);
-        }
-        copied += piece.size;
+      if (!write_buffers(memory, request.data, std::span(state.id).first(request.data_bytes))) {
+        return complete(chain.head, request.status_gpa, kBlkStatusIoErr, 1);
       }
       return complete(chain.head, request.status_gpa, kBlkStatusOk,
                       static_cast<uint32_t>(request.data_bytes + 1));
@@ -189,15 +186,12 @@ bool VirtioBlock::Core::start_request(const DescriptorChain& chain) {
   op->remaining = request.data_bytes;
   // Bytes given back to the driver: the data it reads and the status (5.2.6).
   op->used_len = static_cast<uint32_t>((request.type == kBlkTypeIn ? request.data_bytes : 0) + 1);
-  op->iovecs.reserve(request.data.size());
-  for (const GuestRange& piece : request.data) {
-    // The one way from a guest address to a host pointer, bounded to guest RAM.
-    auto bytes = memory.span(piece.base, piece.size);
-    if (!bytes) {
-      return complete(chain.head, request.status_gpa, kBlkStatusIoErr, 1);
-    }
-    op->iovecs.push_back({bytes->data(), bytes->size()});
+  // The one way from a guest address to a host pointer, bounded to guest RAM.
+  auto iovecs = host_iovecs(memory, request.data);
+  if (!iovecs) {
+    return complete(chain.head, request.status_gpa, kBlkStatusIoErr, 1);
   }
+  op->iovecs = std::move(*iovecs);
   return submit(std::move(op));
 }
 

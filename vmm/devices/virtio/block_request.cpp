@@ -30,13 +30,9 @@ uint64_t byte_address(const std::vector<GuestRange>& buffers, uint64_t offset) {
 std::optional<BlkHeader> read_header(const GuestMemory& memory,
                                      const std::vector<GuestRange>& readable) {
   std::array<uint8_t, kBlkHeaderBytes> bytes{};
-  uint64_t filled = 0;
-  for (const GuestRange& piece : slice_buffers(readable, 0, kBlkHeaderBytes)) {
-    // The chain's buffers were inside guest RAM when it was read; read() checks again.
-    if (!memory.read(piece.base, std::span(bytes).subspan(filled, piece.size))) {
-      return std::nullopt;
-    }
-    filled += piece.size;
+  // The chain's buffers were inside guest RAM when it was read; read_buffers() checks again.
+  if (!read_buffers(memory, readable, bytes)) {
+    return std::nullopt;
   }
   BlkHeader header{};
   std::memcpy(&header, bytes.data(), sizeof(header));
@@ -49,25 +45,6 @@ std::unexpected<RejectedRequest> reject(std::optional<uint64_t> status_gpa, cons
 }
 
 }  // namespace
-
-std::vector<GuestRange> slice_buffers(const std::vector<GuestRange>& buffers, uint64_t offset,
-                                      uint64_t length) {
-  std::vector<GuestRange> pieces;
-  for (const GuestRange& buffer : buffers) {
-    if (length == 0) {
-      break;
-    }
-    if (offset >= buffer.size) {
-      offset -= buffer.size;
-      continue;
-    }
-    const uint64_t take = std::min(buffer.size - offset, length);
-    pieces.push_back({buffer.base + offset, take});
-    offset = 0;
-    length -= take;
-  }
-  return pieces;
-}
 
 ParsedBlockRequest parse_block_request(const GuestMemory& memory, const DescriptorChain& chain,
                                        const BlockLimits& limits) {

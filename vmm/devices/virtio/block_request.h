@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/descriptor_chain.h"
 #include "vmm/memory/guest_memory.h"
 
@@ -81,11 +82,5 @@ using ParsedBlockRequest = std::expected<BlockRequest, RejectedRequest>;
 // Rejected with UNSUPP: any other type (DISCARD, WRITE_ZEROES, ... are not offered).
 ParsedBlockRequest parse_block_request(const GuestMemory& memory, const DescriptorChain& chain,
                                        const BlockLimits& limits);
-
-// The sub-ranges of `buffers`, read as one stream of bytes, that cover [offset, offset +
-// length) of it; empty pieces are left out. The caller keeps offset + length within the
-// buffers' total.
-std::vector<GuestRange> slice_buffers(const std::vector<GuestRange>& buffers, uint64_t offset,
-                                      uint64_t length);
 
 }  // namespace dsec::virtio

@@ -2,6 +2,8 @@
 // broke a queue: one mechanism, so the devices cannot drift apart.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "vmm/common/error.h"
@@ -19,7 +21,24 @@ void signal_used_if_wanted(VirtQueue& queue, const GuestMemory& memory, VirtioIn
 // A queue the driver broke refuses all work until the driver resets the device: sets
 // DEVICE_NEEDS_RESET (once) and logs why, rate-limited by `limiter`. `device` names the
 // device in the log ("virtio-rng").
-void report_broken_queue(VirtioInterrupt& interrupt, LogRateLimiter& limiter, std::string_view device,
-                         const Error& error);
+void report_broken_queue(VirtioInterrupt& interrupt, LogRateLimiter& limiter,
+                         std::string_view device, const Error& error);
+
+// A device's name and the limiter of its guest-triggered warnings, for report_broken_queue().
+struct DeviceLog {
+  std::string_view device;
+  LogRateLimiter& limiter;
+};
+
+// Serves every chain the driver has made available on `queue`, in order, for devices that
+// answer a chain at once (virtio-rng, the tx queues of virtio-net and virtio-vsock).
+// `serve(chain)` returns how many bytes it wrote into the chain's device-writable buffers,
+// or an Error meaning the driver broke the queue. Each served chain goes back to the used
+// ring; the first Error, from `serve` or from a malformed ring, is reported as
+// report_broken_queue() does and ends the work. At the end the driver gets one used-buffer
+// interrupt, if any chain went back and it wants one.
+using ChainServer = std::function<Result<uint32_t>(const DescriptorChain& chain)>;
+void serve_available_chains(VirtQueue& queue, GuestMemory& memory, VirtioInterrupt& interrupt,
+                            DeviceLog log, const ChainServer& serve);
 
 }  // namespace dsec::virtio

@@ -36,28 +36,9 @@ void VirtioRng::notify(uint16_t queue) {
   if (queue >= queues_.size() || !interrupt_) {
     return;  // not active, or a queue that does not exist: nothing to serve
   }
-  VirtQueue& q = queues_[queue];
-  bool returned = false;
-  for (;;) {
-    auto chain = q.pop(memory_);
-    if (!chain) {
-      report_broken(chain.error());
-      break;
-    }
-    std::optional<DescriptorChain>& next = *chain;
-    if (!next.has_value()) {
-      break;
-    }
-    const uint32_t written = fill(*next);
-    if (auto added = q.add_used(memory_, next->head, written); !added) {
-      report_broken(added.error());
-      break;
-    }
-    returned = true;
-  }
-  if (returned) {
-    signal_used_if_wanted(q, memory_, *interrupt_);
-  }
+  serve_available_chains(
+      queues_[queue], memory_, *interrupt_, {"virtio-rng", log_limiter_},
+      [this](const DescriptorChain& chain) -> Result<uint32_t> { return fill(chain); });
 }
 
 uint32_t VirtioRng::fill(const DescriptorChain& chain) {
@@ -91,10 +72,6 @@ uint32_t VirtioRng::fill(const DescriptorChain& chain) {
     written += static_cast<uint32_t>(done);
   }
   return written;
-}
-
-void VirtioRng::report_broken(const Error& error) {
-  report_broken_queue(*interrupt_, log_limiter_, "virtio-rng", error);
 }
 
 }  // namespace dsec::virtio

@@ -41,7 +41,6 @@ class VirtioRng final : public VirtioDevice {
  private:
   // Fills the chain's writable buffers; returns the bytes written.
   uint32_t fill(const DescriptorChain& chain);
-  void report_broken(const Error& error);
 
   GuestMemory& memory_;
   std::span<VirtQueue> queues_;

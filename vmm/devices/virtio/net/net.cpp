@@ -1,7 +1,7 @@
 #include "vmm/devices/virtio/net/net.h"
 
-#include <spdlog/spdlog.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/device_signals.h"
 
 namespace dsec::virtio {
@@ -18,9 +19,8 @@ Result<MacAddress> parse_mac(const std::string& text) {
   MacAddress mac{};
   unsigned int b[6];
   char extra = 0;
-  if (text.size() != 17 ||
-      std::sscanf(text.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
-                  &b[5], &extra) != 6) {
+  if (text.size() != 17 || std::sscanf(text.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1],
+                                       &b[2], &b[3], &b[4], &b[5], &extra) != 6) {
     return fail("'" + text + "' is not a MAC address", "write six hex bytes: 52:54:00:12:34:56");
   }
   for (size_t i = 0; i < 6; ++i) {
@@ -70,7 +70,8 @@ Result<std::unique_ptr<VirtioNet>> VirtioNet::create_on_fd(UniqueFd fd, const Ma
   std::unique_ptr<VirtioNet> device(
       new VirtioNet(std::move(fd), mac, memory, loop, std::move(kick)));
   VirtioNet* self = device.get();
-  device->kick_watch_ = DSEC_TRY(loop.add_fd_watch(device->kick_.fd(), [self] { self->on_kick(); }));
+  device->kick_watch_ =
+      DSEC_TRY(loop.add_fd_watch(device->kick_.fd(), [self] { self->on_kick(); }));
   // The TAP is watched from activation on (on_kick()).
   return device;
 }
@@ -169,67 +170,31 @@ void VirtioNet::serve(uint16_t queue) {
 }
 
 void VirtioNet::process_tx() {
-  VirtQueue& q = queues_[kTxQueue];
-  bool returned = false;
-  for (;;) {
-    auto chain = q.pop(memory_);
-    if (!chain) {
-      report_broken(chain.error());
-      break;
-    }
-    if (!chain->has_value()) {
-      break;
-    }
-    const DescriptorChain& c = **chain;
-    const uint64_t readable = c.readable_bytes();
-    if (readable < kHeaderSize || readable - kHeaderSize > kMaxFrameSize) {
-      report_broken(Error("virtio-net: tx chain " + std::to_string(c.head) + " holds " +
-                              std::to_string(readable) + " bytes, not a " +
-                              std::to_string(kHeaderSize) + "-byte header and a frame of at most " +
-                              std::to_string(kMaxFrameSize),
-                          0, {}));
-      break;
-    }
-    // The frame, gathered past the header.
-    std::vector<iovec> iov;
-    uint64_t skip = kHeaderSize;
-    bool bad = false;
-    for (const GuestRange& buffer : c.readable) {
-      if (skip >= buffer.size) {
-        skip -= buffer.size;
-        continue;
-      }
-      auto bytes = memory_.span(buffer.base + skip, buffer.size - skip);
-      skip = 0;
-      if (!bytes) {
-        bad = true;
-        break;
-      }
-      iov.push_back({bytes->data(), bytes->size()});
-    }
-    if (bad) {
-      report_broken(Error("virtio-net: tx chain outside guest memory", 0, {}));
-      break;
-    }
-    if (!iov.empty()) {
-      ssize_t n;
-      do {
-        n = ::writev(fd_.get(), iov.data(), static_cast<int>(iov.size()));
-      } while (n < 0 && errno == EINTR);
-      if (n < 0 && log_limiter_.allow()) {
-        // EAGAIN: the TAP's queue is full; the frame is dropped, as a busy link would.
-        spdlog::warn("virtio-net: sending a frame: {}; dropped", std::strerror(errno));
-      }
-    }
-    if (auto added = q.add_used(memory_, c.head, 0); !added) {
-      report_broken(added.error());
-      break;
-    }
-    returned = true;
+  serve_available_chains(queues_[kTxQueue], memory_, *interrupt_, {"virtio-net", log_limiter_},
+                         [this](const DescriptorChain& chain) { return send_frame(chain); });
+}
+
+Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
+  const uint64_t readable = chain.readable_bytes();
+  if (readable < kHeaderSize || readable - kHeaderSize > kMaxFrameSize) {
+    return fail(fmt::format(
+        "virtio-net: tx chain {} holds {} bytes, not a {}-byte header and a frame of at most {}",
+        chain.head, readable, kHeaderSize, kMaxFrameSize));
   }
-  if (returned) {
-    signal_used_if_wanted(q, memory_, *interrupt_);
+  // The frame, gathered past the header.
+  const std::vector<iovec> iov =
+      DSEC_TRY(host_iovecs(memory_, slice_buffers(chain.readable, kHeaderSize)));
+  if (!iov.empty()) {
+    ssize_t n;
+    do {
+      n = ::writev(fd_.get(), iov.data(), static_cast<int>(iov.size()));
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && log_limiter_.allow()) {
+      // EAGAIN: the TAP's queue is full; the frame is dropped, as a busy link would.
+      spdlog::warn("virtio-net: sending a frame: {}; dropped", std::strerror(errno));
+    }
   }
+  return 0;
 }
 
 void VirtioNet::process_rx() {
@@ -278,31 +243,10 @@ void VirtioNet::process_rx() {
     if (c.writable_bytes() >= kHeaderSize + frame_len_) {
       std::array<uint8_t, kHeaderSize> header{};
       header[10] = 1;  // num_buffers (le16)
-      const std::span<const uint8_t> parts[2] = {header, std::span(frame_.data(), frame_len_)};
-      size_t part = 0;
-      size_t part_off = 0;
-      for (const GuestRange& buffer : c.writable) {
-        uint64_t buf_off = 0;
-        while (part < 2 && buf_off < buffer.size) {
-          const size_t n = std::min<uint64_t>(buffer.size - buf_off, parts[part].size() - part_off);
-          if (n > 0 &&
-              !memory_.write(buffer.base + buf_off, parts[part].subspan(part_off, n))) {
-            break;
-          }
-          buf_off += n;
-          part_off += n;
-          written += static_cast<uint32_t>(n);
-          if (part_off == parts[part].size()) {
-            ++part;
-            part_off = 0;
-          }
-        }
-        if (part == 2) {
-          break;
-        }
-      }
-      if (written != kHeaderSize + frame_len_) {
-        written = 0;
+      const std::span<const uint8_t> frame(frame_.data(), frame_len_);
+      if (write_buffers(memory_, c.writable, header) &&
+          write_buffers(memory_, slice_buffers(c.writable, kHeaderSize), frame)) {
+        written = static_cast<uint32_t>(kHeaderSize + frame_len_);
       }
     } else if (log_limiter_.allow()) {
       spdlog::warn("virtio-net: a {}-byte frame does not fit rx chain {} ({} bytes); dropped",

@@ -53,7 +53,7 @@ class VirtioNet final : public VirtioDevice {
   static constexpr uint16_t kRxQueue = 0;
   static constexpr uint16_t kTxQueue = 1;
   static constexpr uint16_t kQueueSize = 256;
-  static constexpr uint64_t kConfigSize = 8;  // u8 mac[6]; le16 status
+  static constexpr uint64_t kConfigSize = 8;   // u8 mac[6]; le16 status
   static constexpr uint32_t kHeaderSize = 12;  // struct virtio_net_hdr with num_buffers
   // The largest frame either way: 64 KiB plus an Ethernet and a VLAN header.
   static constexpr uint32_t kMaxFrameSize = 65550;
@@ -92,6 +92,9 @@ class VirtioNet final : public VirtioDevice {
   // With mutex_ held, on the loop thread.
   void serve(uint16_t queue);
   void process_tx();
+  // One tx chain's frame to the TAP. Returns the used length (0: nothing written), or an
+  // Error for a chain that is no frame, which breaks the queue.
+  Result<uint32_t> send_frame(const DescriptorChain& chain);
   void process_rx();
   void watch_tap();
   void unwatch_tap();

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <string_view>
 
+#include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/vsock/unix_socket.h"
 
 namespace dsec::virtio::vsock {
@@ -308,25 +309,16 @@ void Muxer::queue_reset_reply(const VsockHeader& to) {
 }
 
 void Muxer::forward_to_host(Entry& e, GuestMemory& memory, const TxPacket& packet) {
-  std::vector<std::span<const uint8_t>> spans;
-  for (const GuestRange& range : packet.payload) {
-    auto bytes = std::as_const(memory).span(range.base, range.size);
-    if (!bytes) {
+  size_t sent = 0;
+  if (e.tx_buf.empty() && e.fd) {
+    auto iovecs = host_iovecs(memory, packet.payload);
+    if (!iovecs) {
       kill(e);  // parse_tx_packet() checked the chain; cannot happen
       return;
     }
-    spans.push_back(*bytes);
-  }
-  size_t sent = 0;
-  if (e.tx_buf.empty() && e.fd) {
-    std::vector<iovec> iovecs;
-    iovecs.reserve(spans.size());
-    for (const auto& s : spans) {
-      iovecs.push_back({const_cast<uint8_t*>(s.data()), s.size()});
-    }
     msghdr message{};
-    message.msg_iov = iovecs.data();
-    message.msg_iovlen = iovecs.size();
+    message.msg_iov = iovecs->data();
+    message.msg_iovlen = iovecs->size();
     const ssize_t n = ::sendmsg(e.fd.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       kill(e);  // the host closed its socket
@@ -336,14 +328,14 @@ void Muxer::forward_to_host(Entry& e, GuestMemory& memory, const TxPacket& packe
     e.conn.on_forwarded_to_host(static_cast<uint32_t>(sent));
   }
   // The rest waits in the stream's buffer: accept_guest_data() bounds it to kBufAlloc.
-  size_t skip = sent;
-  for (const auto& s : spans) {
-    if (skip >= s.size()) {
-      skip -= s.size();
-      continue;
-    }
-    e.tx_buf.insert(e.tx_buf.end(), s.begin() + static_cast<ptrdiff_t>(skip), s.end());
-    skip = 0;
+  // The payload holds header.len bytes (parse_tx_packet()).
+  const size_t buffered = e.tx_buf.size();
+  e.tx_buf.resize(buffered + (packet.header.len - sent));
+  if (!read_buffers(memory, slice_buffers(packet.payload, sent),
+                    std::span(e.tx_buf).subspan(buffered))) {
+    e.tx_buf.resize(buffered);
+    kill(e);  // as above: cannot happen
+    return;
   }
   if (e.conn.needs_credit_update()) {
     e.conn.queue_control(kOpCreditUpdate);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "vmm/devices/virtio/chain_buffers.h"
+
 namespace dsec::virtio::vsock {
 namespace {
 
@@ -19,38 +21,6 @@ T get(std::span<const uint8_t, kHeaderSize> in, size_t at) {
   T value;
   std::memcpy(&value, in.data() + at, sizeof(T));
   return value;
-}
-
-// Copies `out.size()` bytes from the start of `buffers` (guest memory) into out.
-Status gather(const GuestMemory& memory, std::span<const GuestRange> buffers,
-              std::span<uint8_t> out) {
-  size_t done = 0;
-  for (const GuestRange& buffer : buffers) {
-    if (done == out.size()) {
-      break;
-    }
-    const size_t take = std::min<uint64_t>(buffer.size, out.size() - done);
-    DSEC_TRY(memory.read(buffer.base, out.subspan(done, take)));
-    done += take;
-  }
-  if (done != out.size()) {
-    return fail("vsock: the chain is shorter than the header");
-  }
-  return ok();
-}
-
-// The part of `buffers` after the first `skip` bytes.
-std::vector<GuestRange> ranges_after(std::span<const GuestRange> buffers, uint64_t skip) {
-  std::vector<GuestRange> out;
-  for (const GuestRange& buffer : buffers) {
-    if (skip >= buffer.size) {
-      skip -= buffer.size;
-      continue;
-    }
-    out.push_back({buffer.base + skip, buffer.size - skip});
-    skip = 0;
-  }
-  return out;
 }
 
 }  // namespace
@@ -92,7 +62,7 @@ Result<TxPacket> parse_tx_packet(const GuestMemory& memory, const DescriptorChai
                     chain.head, readable, kHeaderSize));
   }
   std::array<uint8_t, kHeaderSize> bytes{};
-  DSEC_TRY(gather(memory, chain.readable, bytes));
+  DSEC_TRY(read_buffers(memory, chain.readable, bytes));
   TxPacket packet{.header = decode_header(bytes), .payload = {}};
   const VsockHeader& h = packet.header;
   if (h.len > kMaxPayload) {
@@ -111,7 +81,7 @@ Result<TxPacket> parse_tx_packet(const GuestMemory& memory, const DescriptorChai
     return fail(fmt::format("vsock: tx chain {}: destination CID {} is not the host's ({})",
                             chain.head, h.dst_cid, kHostCid));
   }
-  packet.payload = ranges_after(chain.readable, kHeaderSize);
+  packet.payload = slice_buffers(chain.readable, kHeaderSize);
   return packet;
 }
 
@@ -131,18 +101,7 @@ Result<uint32_t> rx_payload_capacity(const DescriptorChain& chain) {
 Result<std::vector<iovec>> rx_payload_iovecs(GuestMemory& memory, const DescriptorChain& chain,
                                              uint32_t len) {
   const uint32_t capacity = DSEC_TRY(rx_payload_capacity(chain));
-  uint64_t left = std::min(len, capacity);
-  std::vector<iovec> iovecs;
-  for (const GuestRange& range : ranges_after(chain.writable, kHeaderSize)) {
-    if (left == 0) {
-      break;
-    }
-    const uint64_t take = std::min(range.size, left);
-    const std::span<uint8_t> bytes = DSEC_TRY(memory.span(range.base, take));
-    iovecs.push_back({bytes.data(), bytes.size()});
-    left -= take;
-  }
-  return iovecs;
+  return host_iovecs(memory, slice_buffers(chain.writable, kHeaderSize, std::min(len, capacity)));
 }
 
 Result<uint32_t> write_rx_header(GuestMemory& memory, const DescriptorChain& chain,
@@ -152,16 +111,7 @@ Result<uint32_t> write_rx_header(GuestMemory& memory, const DescriptorChain& cha
     return fail(fmt::format("vsock: rx chain {} takes {} payload bytes, not {}", chain.head,
                             capacity, header.len));
   }
-  const auto bytes = encode_header(header);
-  size_t done = 0;
-  for (const GuestRange& buffer : chain.writable) {
-    if (done == bytes.size()) {
-      break;
-    }
-    const size_t take = std::min<uint64_t>(buffer.size, bytes.size() - done);
-    DSEC_TRY(memory.write(buffer.base, std::span(bytes).subspan(done, take)));
-    done += take;
-  }
+  DSEC_TRY(write_buffers(memory, chain.writable, encode_header(header)));
   return kHeaderSize + header.len;
 }
 
@@ -173,15 +123,7 @@ Result<uint32_t> write_rx_packet(GuestMemory& memory, const DescriptorChain& cha
                             capacity, data.size()));
   }
   header.len = static_cast<uint32_t>(data.size());
-  size_t done = 0;
-  for (const GuestRange& range : ranges_after(chain.writable, kHeaderSize)) {
-    if (done == data.size()) {
-      break;
-    }
-    const size_t take = std::min<uint64_t>(range.size, data.size() - done);
-    DSEC_TRY(memory.write(range.base, data.subspan(done, take)));
-    done += take;
-  }
+  DSEC_TRY(write_buffers(memory, slice_buffers(chain.writable, kHeaderSize), data));
   return write_rx_header(memory, chain, header);
 }
 

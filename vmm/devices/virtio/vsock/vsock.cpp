@@ -1,12 +1,11 @@
 #include "vmm/devices/virtio/vsock/vsock.h"
 
-#include "vmm/devices/virtio/device_signals.h"
-
 #include <spdlog/spdlog.h>
 
 #include <array>
 #include <cstring>
 
+#include "vmm/devices/virtio/device_signals.h"
 #include "vmm/devices/virtio/vsock/packet.h"
 
 namespace dsec::virtio {
@@ -147,33 +146,20 @@ void VirtioVsock::serve(uint16_t queue) {
 }
 
 void VirtioVsock::process_tx() {
-  VirtQueue& q = queues_[kTxQueue];
-  bool returned = false;
-  for (;;) {
-    auto chain = q.pop(memory_);
-    if (!chain) {
-      report_broken(chain.error());
-      break;
-    }
-    if (!chain->has_value()) {
-      break;
-    }
-    if (auto packet = vsock::parse_tx_packet(memory_, **chain, guest_cid_); packet) {
-      muxer_->on_guest_packet(memory_, *packet);
-    } else if (auto held_back = log_limiter_.allow()) {
-      spdlog::warn("virtio-vsock: dropped a packet: {}{}", packet.error().message(),
-                   *held_back != 0 ? fmt::format(" ({} similar messages suppressed)", *held_back)
-                                   : std::string());
-    }
-    if (auto added = q.add_used(memory_, (*chain)->head, 0); !added) {
-      report_broken(added.error());
-      break;
-    }
-    returned = true;
+  serve_available_chains(queues_[kTxQueue], memory_, *interrupt_, {"virtio-vsock", log_limiter_},
+                         [this](const DescriptorChain& chain) { return forward_tx(chain); });
+}
+
+Result<uint32_t> VirtioVsock::forward_tx(const DescriptorChain& chain) {
+  // A malformed packet is dropped, not a broken queue: the chain goes back unread.
+  if (auto packet = vsock::parse_tx_packet(memory_, chain, guest_cid_); packet) {
+    muxer_->on_guest_packet(memory_, *packet);
+  } else if (auto held_back = log_limiter_.allow()) {
+    spdlog::warn("virtio-vsock: dropped a packet: {}{}", packet.error().message(),
+                 *held_back != 0 ? fmt::format(" ({} similar messages suppressed)", *held_back)
+                                 : std::string());
   }
-  if (returned) {
-    signal_used(q);
-  }
+  return 0;
 }
 
 void VirtioVsock::process_rx() {
@@ -219,7 +205,9 @@ void VirtioVsock::process_rx() {
   }
 }
 
-void VirtioVsock::signal_used(VirtQueue& queue) { signal_used_if_wanted(queue, memory_, *interrupt_); }
+void VirtioVsock::signal_used(VirtQueue& queue) {
+  signal_used_if_wanted(queue, memory_, *interrupt_);
+}
 
 void VirtioVsock::report_broken(const Error& error) {
   report_broken_queue(*interrupt_, log_limiter_, "virtio-vsock", error);

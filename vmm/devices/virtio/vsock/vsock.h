@@ -86,6 +86,8 @@ class VirtioVsock final : public VirtioDevice {
   void on_kick();
   void serve(uint16_t queue);
   void process_tx();
+  // One tx chain: its packet to the muxer. Returns the used length (0: nothing written).
+  Result<uint32_t> forward_tx(const DescriptorChain& chain);
   void process_rx();
   void signal_used(VirtQueue& queue);
   void report_broken(const Error& error);
