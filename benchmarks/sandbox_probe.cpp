@@ -1,7 +1,8 @@
 // sandbox_probe: measures a running sandbox through its guest agent, the same way whichever
 // VMM runs it (benchmarks/sandbox-vs-qemu drives it against dsec-vmm and QEMU microvm):
 //   - exec round trip of `true` (connect, exec, exit status back);
-//   - vsock throughput: a command's stdout streamed to the host;
+//   - vsock throughput: a command's stdout streamed to the host (`head -c` of zeros, or with
+//     --stream-lines N the N short lines of `seq 1 N`, written line by line);
 //   - virtio-blk: sequential 1 MiB reads and writes and 4 KiB random reads (QD1, O_DIRECT),
 //     by the guest's dsec-blkbench, timed from the host less one exec round trip.
 // Prints one JSON object. Reaches the agent through a Firecracker-style vsock Unix socket
@@ -69,12 +70,23 @@ double median(std::vector<double> v) {
   std::exit(1);
 }
 
+// After a failed step: the end of the guest kernel's log, if the agent still answers (a
+// fault that killed the agent's process, say, shows there; a guest that died cannot say).
+std::string guest_log_tail(AgentClient& client) {
+  Run r = run(client, {"dmesg"}, true);
+  if (!r.ok) return "\n(the guest's dmesg could not be read: " + r.error + ")";
+  const size_t keep = 3000;
+  return "\nthe guest's dmesg, last lines:\n" +
+         (r.out.size() > keep ? r.out.substr(r.out.size() - keep) : r.out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string uds, disk = "/dev/vda";
   uint32_t cid = 0;
   int execs = 30, stream_mib = 32, disk_mib = 32, rand_ops = 2000, wait_s = 300;
+  long stream_lines = 0;
   // The moment the VMM was started (CLOCK_MONOTONIC, steady_clock's), so that "ready"
   // counts the VMM's own start-up; 0: from the probe's start.
   long long since_ns = 0;
@@ -84,6 +96,7 @@ int main(int argc, char** argv) {
     else if (k == "--cid") cid = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--execs") execs = std::stoi(v);
     else if (k == "--stream-mib") stream_mib = std::stoi(v);
+    else if (k == "--stream-lines") stream_lines = std::stol(v);
     else if (k == "--disk") disk = v;
     else if (k == "--disk-mib") disk_mib = std::stoi(v);
     else if (k == "--rand-ops") rand_ops = std::stoi(v);
@@ -122,15 +135,23 @@ int main(int argc, char** argv) {
   std::sort(sorted.begin(), sorted.end());
   const double rtt_p90 = sorted[sorted.size() * 9 / 10];
 
-  Run stream = run(client, {"head", "-c", std::to_string(static_cast<uint64_t>(stream_mib) << 20), "/dev/zero"}, false);
-  if (!stream.ok || stream.out_bytes != static_cast<uint64_t>(stream_mib) << 20) {
-    die("stream: " + stream.error);
+  uint64_t stream_bytes = static_cast<uint64_t>(stream_mib) << 20;
+  std::vector<std::string> stream_argv{"head", "-c", std::to_string(stream_bytes), "/dev/zero"};
+  if (stream_lines > 0) {
+    stream_bytes = 0;
+    for (long i = 1; i <= stream_lines; ++i) stream_bytes += std::to_string(i).size() + 1;
+    stream_argv = {"seq", "1", std::to_string(stream_lines)};
   }
-  const double stream_mib_s = stream_mib / ((stream.ms - rtt_ms) / 1000.0);
+  Run stream = run(client, stream_argv, false);
+  if (!stream.ok || stream.out_bytes != stream_bytes) {
+    die("stream: " + stream.error + " after " + std::to_string(stream.out_bytes) + " of " +
+        std::to_string(stream_bytes) + " bytes" + guest_log_tail(client));
+  }
+  const double stream_mib_s = (stream_bytes / 1048576.0) / ((stream.ms - rtt_ms) / 1000.0);
 
   const auto blk = [&](const char* mode, int n) {
     Run r = run(client, {"dsec-blkbench", mode, disk, std::to_string(n)}, true);
-    if (!r.ok) die(std::string("dsec-blkbench ") + mode + ": " + r.error);
+    if (!r.ok) die(std::string("dsec-blkbench ") + mode + ": " + r.error + guest_log_tail(client));
     return (r.ms - rtt_ms) / 1000.0;
   };
   const double write_s = blk("seqwrite", disk_mib);
