@@ -40,14 +40,8 @@ std::string format_mac(const MacAddress& mac) {
   return out;
 }
 
-VirtioNet::VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop,
-                     io::EventFd kick)
-    : fd_(std::move(fd)),
-      mac_(mac),
-      memory_(memory),
-      loop_(loop),
-      kick_(std::move(kick)),
-      frame_(kMaxFrameSize) {}
+VirtioNet::VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop)
+    : fd_(std::move(fd)), mac_(mac), memory_(memory), loop_(loop), frame_(kMaxFrameSize) {}
 
 Result<std::unique_ptr<VirtioNet>> VirtioNet::create(const TapConfig& tap, const MacAddress& mac,
                                                      GuestMemory& memory, io::EventLoop& loop) {
@@ -66,20 +60,16 @@ Result<std::unique_ptr<VirtioNet>> VirtioNet::create_on_fd(UniqueFd fd, const Ma
   if (!fd) {
     return fail_errno("virtio-net: the TAP fd", errno);
   }
-  auto kick = DSEC_TRY(io::EventFd::create());
-  std::unique_ptr<VirtioNet> device(
-      new VirtioNet(std::move(fd), mac, memory, loop, std::move(kick)));
+  std::unique_ptr<VirtioNet> device(new VirtioNet(std::move(fd), mac, memory, loop));
   VirtioNet* self = device.get();
-  device->kick_watch_ =
-      DSEC_TRY(loop.add_fd_watch(device->kick_.fd(), [self] { self->on_kick(); }));
-  // The TAP is watched from activation on (on_kick()).
+  device->dispatch_ = DSEC_TRY(
+      LoopDispatch::create(loop, device->mutex_, [self](uint16_t queue) { self->serve(queue); }));
+  // The TAP is watched from activation on (serve(kRxQueue)).
   return device;
 }
 
 VirtioNet::~VirtioNet() {
-  if (kick_watch_) {
-    static_cast<void>(loop_.remove_watch(*kick_watch_));
-  }
+  dispatch_.reset();
   unwatch_tap();
 }
 
@@ -108,10 +98,8 @@ Status VirtioNet::activate(std::span<VirtQueue> queues, uint64_t /*features*/,
     queues_ = queues;
     interrupt_ = std::move(interrupt);
     frame_pending_ = false;
-    pending_queues_ |= 1U << kRxQueue;  // starts watching the TAP
+    dispatch_->defer(kRxQueue);  // starts watching the TAP
   }
-  // Fails only if the counter would overflow, in which case a kick is pending anyway.
-  static_cast<void>(kick_.signal());
   return ok();
 }
 
@@ -120,40 +108,18 @@ void VirtioNet::reset() {
   queues_ = {};
   interrupt_.reset();
   frame_pending_ = false;
-  pending_queues_ = 0;
+  dispatch_->clear();
   // The TAP watch, if any, finds the device inactive and stops itself.
 }
 
 void VirtioNet::notify(uint16_t queue) {
-  if (queue >= 2) {
-    return;
-  }
-  if (std::this_thread::get_id() == loop_thread_.load(std::memory_order_relaxed)) {
-    const std::lock_guard lock(mutex_);
-    serve(queue);
-    return;
-  }
-  {
-    const std::lock_guard lock(mutex_);
-    pending_queues_ |= 1U << queue;
-  }
-  static_cast<void>(kick_.signal());
-}
-
-void VirtioNet::on_kick() {
-  loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  static_cast<void>(kick_.consume());
-  const std::lock_guard lock(mutex_);
-  const uint32_t pending = std::exchange(pending_queues_, 0);
-  for (uint16_t q = 0; q < 2; ++q) {
-    if ((pending & (1U << q)) != 0) {
-      serve(q);
-    }
+  if (queue < 2) {
+    dispatch_->notify(queue);
   }
 }
 
 void VirtioNet::on_tap_readable() {
-  loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  dispatch_->on_loop_thread();
   const std::lock_guard lock(mutex_);
   process_rx();
 }

@@ -7,8 +7,8 @@
 // Threading: all the device's work runs on the VM's event loop, under the device's lock:
 // the TAP fd is watched there, and notify() from the loop thread (the machine's ioeventfd
 // handlers) serves the queue at once. A notify() from any other thread (a vCPU's
-// QueueNotify write that bypassed the ioeventfd) is passed to the loop through the
-// device's own eventfd. activate() and reset() may come from a vCPU thread. When the guest
+// QueueNotify write that bypassed the ioeventfd) is passed to the loop
+// (loop_dispatch.h). activate() and reset() may come from a vCPU thread. When the guest
 // has no rx buffer, the device keeps the frame it read, stops watching the TAP (so the
 // kernel queues, then drops, what follows), and resumes when the guest notifies the rx
 // queue. The loop and the guest memory must outlive the device, and the device must be
@@ -16,22 +16,20 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "vmm/common/error.h"
 #include "vmm/common/log_rate_limiter.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/devices/virtio/loop_dispatch.h"
 #include "vmm/devices/virtio/net/tap.h"
 #include "vmm/devices/virtio/virtio_device.h"
-#include "vmm/io/event_fd.h"
 #include "vmm/io/event_loop.h"
 #include "vmm/memory/guest_memory.h"
 
@@ -83,11 +81,9 @@ class VirtioNet final : public VirtioDevice {
   const MacAddress& mac() const { return mac_; }
 
  private:
-  VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop,
-            io::EventFd kick);
+  VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop);
 
   // On the loop thread.
-  void on_kick();
   void on_tap_readable();
   // With mutex_ held, on the loop thread.
   void serve(uint16_t queue);
@@ -104,16 +100,13 @@ class VirtioNet final : public VirtioDevice {
   const MacAddress mac_;
   GuestMemory& memory_;
   io::EventLoop& loop_;
-  io::EventFd kick_;
-  std::optional<io::WatchId> kick_watch_;
   std::optional<io::WatchId> tap_watch_;  // absent while rx waits for guest buffers
-  std::atomic<std::thread::id> loop_thread_{};
 
   std::mutex mutex_;
+  std::unique_ptr<LoopDispatch> dispatch_;
   std::span<VirtQueue> queues_;
   std::shared_ptr<VirtioInterrupt> interrupt_;
-  uint32_t pending_queues_ = 0;  // notify() bits the loop has yet to serve
-  std::vector<uint8_t> frame_;   // a frame read from the TAP, not yet delivered
+  std::vector<uint8_t> frame_;  // a frame read from the TAP, not yet delivered
   size_t frame_len_ = 0;
   bool frame_pending_ = false;
   std::vector<uint8_t> tx_scratch_;

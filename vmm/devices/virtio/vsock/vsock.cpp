@@ -10,9 +10,8 @@
 
 namespace dsec::virtio {
 
-VirtioVsock::VirtioVsock(uint64_t guest_cid, GuestMemory& memory, io::EventLoop& loop,
-                         io::EventFd kick)
-    : guest_cid_(guest_cid), memory_(memory), loop_(loop), kick_(std::move(kick)) {}
+VirtioVsock::VirtioVsock(uint64_t guest_cid, GuestMemory& memory)
+    : guest_cid_(guest_cid), memory_(memory) {}
 
 Result<std::unique_ptr<VirtioVsock>> VirtioVsock::create(uint64_t guest_cid,
                                                          const std::string& uds_path,
@@ -21,22 +20,20 @@ Result<std::unique_ptr<VirtioVsock>> VirtioVsock::create(uint64_t guest_cid,
     return fail("vsock: guest CID " + std::to_string(guest_cid) + " is reserved or too large",
                 "choose a CID from 3 to 4294967294");
   }
-  auto kick = DSEC_TRY(io::EventFd::create());
-  std::unique_ptr<VirtioVsock> device(new VirtioVsock(guest_cid, memory, loop, std::move(kick)));
+  std::unique_ptr<VirtioVsock> device(new VirtioVsock(guest_cid, memory));
   VirtioVsock* self = device.get();
+  device->dispatch_ = DSEC_TRY(LoopDispatch::create(
+      loop, device->mutex_, [self](uint16_t queue) { self->serve(queue); },
+      [self] { self->purge_if_reset(); }));
   device->muxer_ = DSEC_TRY(vsock::Muxer::create(loop, uds_path, guest_cid, device->mutex_, [self] {
-    self->loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    self->dispatch_->on_loop_thread();
     self->process_rx();
   }));
-  device->kick_watch_ =
-      DSEC_TRY(loop.add_fd_watch(device->kick_.fd(), [self] { self->on_kick(); }));
   return device;
 }
 
 VirtioVsock::~VirtioVsock() {
-  if (kick_watch_) {
-    static_cast<void>(loop_.remove_watch(*kick_watch_));
-  }
+  dispatch_.reset();
   const std::lock_guard lock(mutex_);
   muxer_.reset();
 }
@@ -73,28 +70,17 @@ void VirtioVsock::reset() {
     queues_ = {};
     interrupt_.reset();
     held_rx_.reset();
-    pending_queues_ = 0;
+    dispatch_->clear();
     muxer_->deactivate();
     purge_pending_ = true;
   }
-  // Fails only if the counter would overflow, in which case a kick is pending anyway.
-  static_cast<void>(kick_.signal());
+  dispatch_->wake();
 }
 
 void VirtioVsock::notify(uint16_t queue) {
-  if (queue >= 3) {
-    return;
+  if (queue < 3) {
+    dispatch_->notify(queue);
   }
-  if (std::this_thread::get_id() == loop_thread_.load(std::memory_order_relaxed)) {
-    const std::lock_guard lock(mutex_);
-    serve(queue);
-    return;
-  }
-  {
-    const std::lock_guard lock(mutex_);
-    pending_queues_ |= 1U << queue;
-  }
-  static_cast<void>(kick_.signal());
 }
 
 std::string VirtioVsock::describe_state() const {
@@ -111,19 +97,10 @@ size_t VirtioVsock::connection_count() const {
   return muxer_->connection_count();
 }
 
-void VirtioVsock::on_kick() {
-  loop_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  static_cast<void>(kick_.consume());
-  const std::lock_guard lock(mutex_);
+void VirtioVsock::purge_if_reset() {
   if (purge_pending_) {
     purge_pending_ = false;
     muxer_->purge();
-  }
-  const uint32_t pending = std::exchange(pending_queues_, 0);
-  for (uint16_t q = 0; q < 3; ++q) {
-    if ((pending & (1U << q)) != 0) {
-      serve(q);
-    }
   }
 }
 

@@ -6,8 +6,8 @@
 // Threading: all the device's work runs on the VM's event loop, under the device's lock:
 // the host sockets and timers are watched there, and notify() from the loop thread (the
 // machine's ioeventfd handlers) serves the queue at once. A notify() from any other thread
-// (a vCPU's QueueNotify write that bypassed the ioeventfd) is passed to the loop through
-// the device's own eventfd, so that a vCPU thread never does socket I/O. activate() and
+// (a vCPU's QueueNotify write that bypassed the ioeventfd) is passed to the loop
+// (loop_dispatch.h), so that a vCPU thread never does socket I/O. activate() and
 // reset() may come from a vCPU thread; reset() leaves the closing of the host sockets to
 // the loop. The loop and the guest memory must outlive the device, and the device must be
 // destroyed on the loop thread or while the loop is not running.
@@ -18,21 +18,19 @@
 // old VM end.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "vmm/common/error.h"
 #include "vmm/common/log_rate_limiter.h"
+#include "vmm/devices/virtio/loop_dispatch.h"
 #include "vmm/devices/virtio/virtio_device.h"
 #include "vmm/devices/virtio/vsock/muxer.h"
-#include "vmm/io/event_fd.h"
 #include "vmm/io/event_loop.h"
 #include "vmm/memory/guest_memory.h"
 
@@ -80,10 +78,10 @@ class VirtioVsock final : public VirtioDevice {
   size_t connection_count() const;
 
  private:
-  VirtioVsock(uint64_t guest_cid, GuestMemory& memory, io::EventLoop& loop, io::EventFd kick);
+  VirtioVsock(uint64_t guest_cid, GuestMemory& memory);
 
   // With mutex_ held, on the loop thread.
-  void on_kick();
+  void purge_if_reset();
   void serve(uint16_t queue);
   void process_tx();
   // One tx chain: its packet to the muxer. Returns the used length (0: nothing written).
@@ -94,18 +92,13 @@ class VirtioVsock final : public VirtioDevice {
 
   const uint64_t guest_cid_;
   GuestMemory& memory_;
-  io::EventLoop& loop_;
-  io::EventFd kick_;
-  std::optional<io::WatchId> kick_watch_;
-  // The loop's thread, once one of the device's handlers ran there.
-  std::atomic<std::thread::id> loop_thread_{};
 
   mutable std::mutex mutex_;
+  std::unique_ptr<LoopDispatch> dispatch_;
   std::unique_ptr<vsock::Muxer> muxer_;
   std::span<VirtQueue> queues_;
   std::shared_ptr<VirtioInterrupt> interrupt_;
-  uint32_t pending_queues_ = 0;  // notify() bits the loop has yet to serve
-  bool purge_pending_ = false;   // reset() ended streams whose sockets the loop must close
+  bool purge_pending_ = false;  // reset() ended streams whose sockets the loop must close
   // An rx chain popped for a packet that turned out not to be owed (the host socket had
   // nothing after all): the next packet goes there.
   std::optional<DescriptorChain> held_rx_;
