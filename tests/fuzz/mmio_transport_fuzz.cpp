@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "tests/fuzz/fuzz_guest_memory.h"
 #include "tests/support/fake_virtio_device.h"
 #include "vmm/devices/virtio/mmio_transport.h"
 #include "vmm/memory/guest_memory.h"
@@ -27,11 +28,6 @@ constexpr uint64_t kFeatures = (uint64_t{1} << 28) | (uint64_t{1} << 29) | 0xff;
 // An access: op bit 0 = write, bits 1-3 pick the width; then offset and value.
 constexpr size_t kAccessBytes = 8;
 constexpr std::array<size_t, 8> kWidths{4, 4, 4, 4, 1, 2, 8, 3};
-
-GuestMemory& memory() {
-  static GuestMemory m = std::move(GuestMemory::anonymous(kRam).value());
-  return m;
-}
 
 std::unique_ptr<MmioTransport> make_transport(GuestMemory& mem) {
   auto device = std::make_unique<FakeVirtioDevice>(kFeatures, std::vector<uint16_t>{4, 256},
@@ -54,11 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto accesses = input.first(access_bytes);
   const auto contents = input.subspan(access_bytes);
 
-  GuestMemory& mem = memory();
-  if (!mem.fill(0, kRam[0].size, 0) ||
-      !mem.write(0, contents.first(std::min<size_t>(contents.size(), kRam[0].size)))) {
-    return -1;
-  }
+  GuestMemory& mem = dsec::fuzz::guest_memory(kRam);
+  dsec::fuzz::fill_guest_memory(mem, kRam, contents);
 
   auto transport = make_transport(mem);
   for (size_t at = 0; at < accesses.size(); at += kAccessBytes) {

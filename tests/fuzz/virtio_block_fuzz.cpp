@@ -11,6 +11,7 @@
 #include <cstring>
 #include <span>
 
+#include "tests/fuzz/fuzz_guest_memory.h"
 #include "vmm/devices/virtio/block_request.h"
 #include "vmm/devices/virtio/descriptor_chain.h"
 #include "vmm/memory/guest_memory.h"
@@ -19,6 +20,7 @@ namespace {
 
 using dsec::GuestMemory;
 using dsec::GuestRange;
+using dsec::fuzz::check;
 namespace virtio = dsec::virtio;
 
 // Two RAM regions with a hole between them, so that buffers can sit next to a region's end.
@@ -36,17 +38,6 @@ struct Header {
   uint8_t pad[6];
 };
 
-GuestMemory& memory() {
-  static GuestMemory m = std::move(GuestMemory::anonymous(kRam).value());
-  return m;
-}
-
-void check(bool condition) {
-  if (!condition) {
-    std::abort();
-  }
-}
-
 bool inside_one_of(const std::vector<GuestRange>& buffers, uint64_t gpa, uint64_t len) {
   return std::any_of(buffers.begin(), buffers.end(), [&](const GuestRange& b) {
     return gpa >= b.base && len <= b.size && gpa - b.base <= b.size - len;
@@ -61,15 +52,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return -1;
   }
   std::memcpy(&h, data, sizeof(h));
-  std::span<const uint8_t> contents(data + sizeof(h), size - sizeof(h));
+  const std::span<const uint8_t> contents(data + sizeof(h), size - sizeof(h));
 
-  GuestMemory& mem = memory();
-  for (const GuestRange& range : kRam) {
-    const size_t n = std::min<size_t>(contents.size(), range.size);
-    check(mem.fill(range.base, range.size, 0).has_value());
-    check(mem.write(range.base, contents.first(n)).has_value());
-    contents = contents.subspan(n);
-  }
+  GuestMemory& mem = dsec::fuzz::guest_memory(kRam);
+  dsec::fuzz::fill_guest_memory(mem, kRam, contents);
 
   const virtio::DescriptorTable table{h.desc_table, std::clamp<uint16_t>(h.table_size, 1, 256),
                                       (h.flags & 2) != 0};

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <span>
 
+#include "tests/fuzz/fuzz_guest_memory.h"
 #include "vmm/devices/virtio/vsock/packet.h"
 #include "vmm/memory/guest_memory.h"
 
@@ -18,23 +19,13 @@ namespace {
 
 using dsec::GuestMemory;
 using dsec::GuestRange;
+using dsec::fuzz::check;
 using dsec::virtio::DescriptorChain;
 namespace vsock = dsec::virtio::vsock;
 
 // Two RAM regions with a hole between them.
 constexpr std::array<GuestRange, 2> kRam{{{0, 0x20000}, {0x30000, 0x20000}}};
 constexpr uint64_t kGuestCid = 3;
-
-GuestMemory& memory() {
-  static GuestMemory m = std::move(GuestMemory::anonymous(kRam).value());
-  return m;
-}
-
-void check(bool condition) {
-  if (!condition) {
-    std::abort();
-  }
-}
 
 struct Buffer {
   uint32_t addr;
@@ -56,11 +47,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const GuestRange range{b.addr % 0x60000, (b.len & 0x7fffffff) % 0x12000};
     (b.len >> 31 ? chain.writable : chain.readable).push_back(range);
   }
-  GuestMemory& mem = memory();
-  // The rest fills guest memory from its start, the header's likely home.
-  const std::span<const uint8_t> contents(at, data + size);
-  const size_t first = std::min<size_t>(contents.size(), kRam[0].size);
-  check(mem.write(0, contents.first(first)).has_value());
+  GuestMemory& mem = dsec::fuzz::guest_memory(kRam);
+  // The rest fills guest memory from its start, the header's likely home; what an earlier
+  // input wrote there is zeroed, so that each input runs alone.
+  dsec::fuzz::fill_guest_memory(mem, kRam, std::span<const uint8_t>(at, data + size));
 
   if (auto packet = vsock::parse_tx_packet(mem, chain, kGuestCid)) {
     check(packet->header.len <= vsock::kMaxPayload);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <span>
 
+#include "tests/fuzz/fuzz_guest_memory.h"
 #include "vmm/devices/virtio/queue.h"
 #include "vmm/memory/guest_memory.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 using dsec::GuestMemory;
 using dsec::GuestRange;
+using dsec::fuzz::check;
 using dsec::virtio::VirtQueue;
 
 // Two RAM regions with a hole between them, so that buffers can straddle a region's end.
@@ -35,17 +37,6 @@ struct Header {
   uint32_t used_ring;
 };
 
-GuestMemory& memory() {
-  static GuestMemory m = std::move(GuestMemory::anonymous(kRam).value());
-  return m;
-}
-
-void check(bool condition) {
-  if (!condition) {
-    std::abort();
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -54,15 +45,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return -1;
   }
   std::memcpy(&h, data, sizeof(h));
-  std::span<const uint8_t> contents(data + sizeof(h), size - sizeof(h));
+  const std::span<const uint8_t> contents(data + sizeof(h), size - sizeof(h));
 
-  GuestMemory& mem = memory();
-  for (const GuestRange& range : kRam) {
-    const size_t n = std::min<size_t>(contents.size(), range.size);
-    check(mem.fill(range.base, range.size, 0).has_value());
-    check(mem.write(range.base, contents.first(n)).has_value());
-    contents = contents.subspan(n);
-  }
+  GuestMemory& mem = dsec::fuzz::guest_memory(kRam);
+  dsec::fuzz::fill_guest_memory(mem, kRam, contents);
 
   VirtQueue queue = VirtQueue::create(kMaxSize).value();
   auto& s = queue.state();
