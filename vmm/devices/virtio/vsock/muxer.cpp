@@ -6,22 +6,16 @@
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
-#include <string_view>
 
 #include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/vsock/unix_socket.h"
 
 namespace dsec::virtio::vsock {
 
-Muxer::Muxer(io::EventLoop& loop, std::string uds_path, uint64_t guest_cid, std::mutex& mutex,
+Muxer::Muxer(io::EventLoop& loop, uint64_t guest_cid, std::mutex& mutex,
              std::function<void()> rx_ready)
-    : loop_(loop),
-      uds_path_(std::move(uds_path)),
-      guest_cid_(guest_cid),
-      mutex_(mutex),
-      rx_ready_(std::move(rx_ready)) {}
+    : loop_(loop), guest_cid_(guest_cid), mutex_(mutex), rx_ready_(std::move(rx_ready)) {}
 
 template <typename F>
 void Muxer::locked(F&& f) {
@@ -35,36 +29,34 @@ void Muxer::locked(F&& f) {
 Result<std::unique_ptr<Muxer>> Muxer::create(io::EventLoop& loop, std::string uds_path,
                                              uint64_t guest_cid, std::mutex& mutex,
                                              std::function<void()> rx_ready) {
-  UniqueFd listener = DSEC_TRY(listen_unix(uds_path));
-  std::unique_ptr<Muxer> muxer(
-      new Muxer(loop, std::move(uds_path), guest_cid, mutex, std::move(rx_ready)));
-  muxer->listener_ = std::move(listener);
-  muxer->listener_watch_ = DSEC_TRY(loop.add_fd_watch(
-      muxer->listener_.get(), [m = muxer.get()] { m->locked([m] { m->on_listener_ready(); }); }));
+  std::unique_ptr<Muxer> muxer(new Muxer(loop, guest_cid, mutex, std::move(rx_ready)));
+  Muxer* m = muxer.get();
+  muxer->host_listener_ = DSEC_TRY(HostListener::create(
+      loop, std::move(uds_path), [m](const std::function<void()>& work) { m->locked(work); },
+      [m](UniqueFd socket, uint32_t port) { m->on_host_connect(std::move(socket), port); }));
   return muxer;
 }
 
 Muxer::~Muxer() {
+  if (host_listener_ == nullptr) {
+    return;  // create() failed: nothing was started
+  }
   deactivate();
   purge();
-  if (listener_watch_) {
-    static_cast<void>(loop_.remove_watch(*listener_watch_));
-  }
-  // The socket file is ours: a later VM (or a restore) binds the same path.
-  ::unlink(uds_path_.c_str());
+}
+
+void Muxer::activate() {
+  host_listener_->set_open(true);
 }
 
 void Muxer::deactivate() {
-  active_ = false;
+  host_listener_->set_open(false);
+  host_listener_->close_pending();
   for (auto& [id, entry] : entries_) {
     graveyard_.push_back(std::move(entry));
   }
   entries_.clear();
   by_ports_.clear();
-  for (auto& [id, pending] : pending_hosts_) {
-    pending_graveyard_.push_back(std::move(pending));
-  }
-  pending_hosts_.clear();
   rx_fifo_.clear();
   pending_resets_.clear();
 }
@@ -74,85 +66,18 @@ void Muxer::purge() {
     drop_host(*entry);
   }
   graveyard_.clear();
-  for (auto& pending : pending_graveyard_) {
-    if (pending.watch) {
-      static_cast<void>(loop_.remove_watch(*pending.watch));
-    }
-  }
-  pending_graveyard_.clear();
+  host_listener_->purge();
 }
 
 // --- Host sockets ---
 
-void Muxer::on_listener_ready() {
-  for (;;) {
-    UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!fd) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && log_limiter_.allow()) {
-        spdlog::warn("vsock: accept on {}: {}", uds_path_, std::strerror(errno));
-      }
-      if (errno == EINTR) {
-        continue;
-      }
-      return;
-    }
-    if (!active_ || pending_hosts_.size() >= kMaxPendingHosts) {
-      continue;  // closed: the host sees EOF before any "OK"
-    }
-    const uint64_t id = next_id_++;
-    const int raw = fd.get();
-    auto watch =
-        loop_.add_fd_watch(raw, [this, id] { locked([this, id] { on_pending_host_ready(id); }); });
-    if (!watch) {
-      continue;
-    }
-    pending_hosts_.emplace(id, PendingHost{std::move(fd), *watch});
-  }
-}
-
-void Muxer::on_pending_host_ready(uint64_t id) {
-  const auto it = pending_hosts_.find(id);
-  if (it == pending_hosts_.end()) {
-    return;
-  }
-  PendingHost& pending = it->second;
-  const auto drop = [&] {
-    static_cast<void>(loop_.remove_watch(*pending.watch));
-    pending_hosts_.erase(it);
-  };
-  // Peek, so that bytes after the line stay in the socket as the stream's first data.
-  std::array<char, kMaxConnectLine> line{};
-  const ssize_t peeked = ::recv(pending.fd.get(), line.data(), line.size(), MSG_PEEK);
-  if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-    return;
-  }
-  if (peeked <= 0) {
-    drop();  // EOF or error before a whole line
-    return;
-  }
-  const std::string_view seen(line.data(), static_cast<size_t>(peeked));
-  const size_t newline = seen.find('\n');
-  if (newline == std::string_view::npos) {
-    if (seen.size() == line.size()) {
-      drop();  // no line of a sane length
-    }
-    return;  // the rest of the line is yet to come
-  }
-  const std::optional<uint32_t> port = parse_connect_line(seen.substr(0, newline + 1));
-  if (!port ||
-      ::recv(pending.fd.get(), line.data(), newline + 1, 0) != static_cast<ssize_t>(newline + 1)) {
-    drop();
-    return;
-  }
+void Muxer::on_host_connect(UniqueFd socket, uint32_t port) {
   if (entries_.size() >= kMaxConnections) {
-    drop();
-    return;
+    return;  // the socket closes: the host sees EOF before any "OK"
   }
-  UniqueFd fd = std::move(pending.fd);
-  drop();
   Entry& e =
-      add_entry(Connection(guest_cid_, allocate_local_port(), *port, ConnectionState::kLocalInit),
-                std::move(fd));
+      add_entry(Connection(guest_cid_, allocate_local_port(), port, ConnectionState::kLocalInit),
+                std::move(socket));
   e.conn.queue_control(kOpRequest);
   arm_kill_timer(e);
   enqueue(e);
@@ -278,7 +203,7 @@ void Muxer::connect_to_host(const VsockHeader& request) {
     queue_reset_reply(request);
     return;
   }
-  auto fd = connect_unix(guest_connect_path(uds_path_, request.dst_port));
+  auto fd = connect_unix(guest_connect_path(host_listener_->path(), request.dst_port));
   if (!fd) {
     queue_reset_reply(request);  // nothing listens there: the guest's connect() fails
     return;
@@ -501,7 +426,7 @@ std::string Muxer::describe() const {
   std::string text = fmt::format(
       "vsock: {} streams, {} host sockets before CONNECT, {} streams and {} resets owed to the "
       "guest",
-      entries_.size(), pending_hosts_.size(), rx_fifo_.size(), pending_resets_.size());
+      entries_.size(), host_listener_->pending_count(), rx_fifo_.size(), pending_resets_.size());
   for (const auto& [id, e] : entries_) {
     text += fmt::format("\nstream {}: {}; {} bytes buffered for the host socket{}{}{}", id,
                         e->conn.describe(), e->tx_buf.size(), !e->fd ? ", socket closed" : "",

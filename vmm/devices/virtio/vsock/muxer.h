@@ -1,7 +1,8 @@
 // The host side of every vsock stream of one device: Firecracker's hybrid vsock over Unix
-// sockets (unix_socket.h). It accepts host connections on the device's socket, connects
-// the guest's requests to "<uds_path>_<port>", moves bytes between the sockets and the
-// guest's packets within each stream's credit, and queues the packets the guest is owed.
+// sockets (unix_socket.h). It takes the host connections its HostListener hands on,
+// connects the guest's requests to "<uds_path>_<port>", moves bytes between the sockets
+// and the guest's packets within each stream's credit, and queues the packets the guest
+// is owed.
 //
 // Threading: every member runs on the event loop's thread with the device's lock held; the
 // socket and timer handlers it registers take that lock themselves, then call rx_ready so
@@ -26,6 +27,7 @@
 #include "vmm/common/log_rate_limiter.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/devices/virtio/vsock/connection.h"
+#include "vmm/devices/virtio/vsock/host_listener.h"
 #include "vmm/devices/virtio/vsock/packet.h"
 #include "vmm/io/event_loop.h"
 #include "vmm/memory/guest_memory.h"
@@ -37,8 +39,6 @@ class Muxer {
   // Streams at once, host- and guest-initiated together; more are refused (RST, or the
   // host socket closed).
   static constexpr size_t kMaxConnections = 1024;
-  // Host sockets accepted that have not sent their CONNECT line yet.
-  static constexpr size_t kMaxPendingHosts = 64;
   // RSTs owed for packets that match no stream; beyond this they are dropped.
   static constexpr size_t kMaxPendingResets = 256;
   // How long the guest has to answer our REQUEST, or our SHUTDOWN with RST (Firecracker's
@@ -59,7 +59,7 @@ class Muxer {
 
   // Active: the guest driver is up. While inactive, host connections are accepted and
   // closed at once.
-  void activate() { active_ = true; }
+  void activate();
   // The device was reset: every stream ends without a word to the guest. May run off the
   // loop thread (with the lock held): the sockets are only closed by purge().
   void deactivate();
@@ -78,7 +78,7 @@ class Muxer {
   // Each stream (Connection::describe, with what waits in the VMM for the host socket and
   // whether that socket is polled) and the packets owed to the guest, one per line.
   std::string describe() const;
-  const std::string& uds_path() const { return uds_path_; }
+  const std::string& uds_path() const { return host_listener_->path(); }
 
  private:
   struct Entry {
@@ -102,20 +102,14 @@ class Muxer {
     // guest, close the socket) once the host has taken it all.
     bool close_when_drained = false;
   };
-  struct PendingHost {
-    UniqueFd fd;
-    std::optional<io::WatchId> watch;
-  };
   using Ports = std::pair<uint32_t, uint32_t>;  // (local port, peer port)
 
-  Muxer(io::EventLoop& loop, std::string uds_path, uint64_t guest_cid, std::mutex& mutex,
-        std::function<void()> rx_ready);
+  Muxer(io::EventLoop& loop, uint64_t guest_cid, std::mutex& mutex, std::function<void()> rx_ready);
 
   // Handlers: take the lock, act, and pass the guest its packets.
   template <typename F>
   void locked(F&& f);
-  void on_listener_ready();
-  void on_pending_host_ready(uint64_t id);
+  void on_host_connect(UniqueFd socket, uint32_t port);
   void on_socket_ready(uint64_t id);
   void on_kill_timer(uint64_t id);
 
@@ -142,25 +136,21 @@ class Muxer {
                          uint32_t capacity);
 
   io::EventLoop& loop_;
-  std::string uds_path_;
   uint64_t guest_cid_;
   std::mutex& mutex_;
   std::function<void()> rx_ready_;
-  bool active_ = false;
 
-  UniqueFd listener_;
-  std::optional<io::WatchId> listener_watch_;
   uint64_t next_id_ = 1;
   uint32_t next_local_port_ = kFirstLocalPort;
-  std::unordered_map<uint64_t, PendingHost> pending_hosts_;
   std::unordered_map<uint64_t, std::unique_ptr<Entry>> entries_;
   std::map<Ports, uint64_t> by_ports_;
   std::deque<uint64_t> rx_fifo_;
   std::deque<VsockHeader> pending_resets_;
-  // Streams and host sockets a reset ended, whose watches purge() removes on the loop.
+  // Streams a reset ended, whose watches purge() removes on the loop.
   std::vector<std::unique_ptr<Entry>> graveyard_;
-  std::vector<PendingHost> pending_graveyard_;
   LogRateLimiter log_limiter_;
+  // Declared last, destroyed first: its handlers call into the streams above.
+  std::unique_ptr<HostListener> host_listener_;
 };
 
 }  // namespace dsec::virtio::vsock
