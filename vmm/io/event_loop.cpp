@@ -71,6 +71,9 @@ struct EventLoop::State {
 
   uint64_t add_watch(int fd, uint32_t events, Handler handler);
   SlotTable<IoOp>::Allocated add_op(IoOpKind kind);
+  // A read or write of `iovecs` at `offset`, checked and started.
+  Status submit_transfer(IoOpKind kind, const char* what, int fd, std::span<const iovec> iovecs,
+                         uint64_t offset, Completion done);
   void start(uint64_t key, IoOp& op);
   void cancel(uint64_t key, IoOp& op);
   Result<std::size_t> turn(__kernel_timespec* timeout);
@@ -471,28 +474,29 @@ Status check_io(const char* what, std::span<const iovec> iovecs,
 
 }  // namespace
 
-Status EventLoop::submit_read(int fd, std::span<const iovec> iovecs, uint64_t offset,
-                              Completion done) {
-  DSEC_TRY(check_io("submit_read", iovecs, done));
-  auto [key, op] = state_->add_op(IoOpKind::kRead);
+Status EventLoop::State::submit_transfer(IoOpKind kind, const char* what, int fd,
+                                         std::span<const iovec> iovecs, uint64_t offset,
+                                         Completion done) {
+  DSEC_TRY(check_io(what, iovecs, done));
+  auto [key, op] = add_op(kind);
   op.fd = fd;
   op.iovecs.assign(iovecs.begin(), iovecs.end());
   op.offset = offset;
   op.completion = std::move(done);
-  state_->start(key, op);
+  start(key, op);
   return ok();
+}
+
+Status EventLoop::submit_read(int fd, std::span<const iovec> iovecs, uint64_t offset,
+                              Completion done) {
+  return state_->submit_transfer(IoOpKind::kRead, "submit_read", fd, iovecs, offset,
+                                 std::move(done));
 }
 
 Status EventLoop::submit_write(int fd, std::span<const iovec> iovecs, uint64_t offset,
                                Completion done) {
-  DSEC_TRY(check_io("submit_write", iovecs, done));
-  auto [key, op] = state_->add_op(IoOpKind::kWrite);
-  op.fd = fd;
-  op.iovecs.assign(iovecs.begin(), iovecs.end());
-  op.offset = offset;
-  op.completion = std::move(done);
-  state_->start(key, op);
-  return ok();
+  return state_->submit_transfer(IoOpKind::kWrite, "submit_write", fd, iovecs, offset,
+                                 std::move(done));
 }
 
 Status EventLoop::submit_fsync(int fd, bool datasync, Completion done) {
