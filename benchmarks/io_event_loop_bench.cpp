@@ -52,7 +52,7 @@ void BM_EventfdRoundTrip_EventLoop(benchmark::State& state) {
   }));
   EventLoopThread thread(std::move(*loop));
   static_cast<void>(thread.start());
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     static_cast<void>(request.signal());
     static_cast<void>(reply.consume());
   }
@@ -84,7 +84,7 @@ void BM_EventfdRoundTrip_Epoll(benchmark::State& state) {
       }
     }
   });
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     static_cast<void>(request.signal());
     static_cast<void>(reply.consume());
   }
@@ -136,7 +136,7 @@ void BM_RandomRead4K_EventLoop(benchmark::State& state) {
   for (size_t slot = 0; slot < depth; ++slot) {
     issue(slot);
   }
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     while (ready == 0) {
       static_cast<void>(loop->run_once(std::chrono::seconds(1)));
     }
@@ -154,7 +154,7 @@ void BM_RandomRead4K_Pread(benchmark::State& state) {
   ShmFile file;
   std::mt19937_64 rng(42);
   std::vector<char> buffer(kBlock);
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     if (::pread(file.fd.get(), buffer.data(), kBlock, static_cast<off_t>(random_block(rng))) !=
         static_cast<ssize_t>(kBlock)) {
       state.SkipWithError("pread failed");

@@ -42,7 +42,9 @@ Run run(AgentClient& client, std::vector<std::string> argv, bool keep_output) {
       {std::move(argv), {}, "", 0, false},
       [&](std::span<const uint8_t> b) {
         r.out_bytes += b.size();
-        if (keep_output) r.out.append(b.begin(), b.end());
+        if (keep_output) {
+          r.out.append(b.begin(), b.end());
+        }
         return dsec::ok();
       },
       [&](std::span<const uint8_t> b) {
@@ -66,7 +68,7 @@ double median(std::vector<double> v) {
 }
 
 [[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "sandbox_probe: %s\n", why.c_str());
+  (void)std::fprintf(stderr, "sandbox_probe: %s\n", why.c_str());
   std::exit(1);
 }
 
@@ -74,7 +76,9 @@ double median(std::vector<double> v) {
 // fault that killed the agent's process, say, shows there; a guest that died cannot say).
 std::string guest_log_tail(AgentClient& client) {
   Run r = run(client, {"dmesg"}, true);
-  if (!r.ok) return "\n(the guest's dmesg could not be read: " + r.error + ")";
+  if (!r.ok) {
+    return "\n(the guest's dmesg could not be read: " + r.error + ")";
+  }
   const size_t keep = 3000;
   return "\nthe guest's dmesg, last lines:\n" +
          (r.out.size() > keep ? r.out.substr(r.out.size() - keep) : r.out);
@@ -92,19 +96,33 @@ int main(int argc, char** argv) {
   long long since_ns = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--uds") uds = v;
-    else if (k == "--cid") cid = static_cast<uint32_t>(std::stoul(v));
-    else if (k == "--execs") execs = std::stoi(v);
-    else if (k == "--stream-mib") stream_mib = std::stoi(v);
-    else if (k == "--stream-lines") stream_lines = std::stol(v);
-    else if (k == "--disk") disk = v;
-    else if (k == "--disk-mib") disk_mib = std::stoi(v);
-    else if (k == "--rand-ops") rand_ops = std::stoi(v);
-    else if (k == "--wait") wait_s = std::stoi(v);
-    else if (k == "--since-monotonic-ns") since_ns = std::stoll(v);
-    else die("unknown option " + k);
+    if (k == "--uds") {
+      uds = v;
+    } else if (k == "--cid") {
+      cid = static_cast<uint32_t>(std::stoul(v));
+    } else if (k == "--execs") {
+      execs = std::stoi(v);
+    } else if (k == "--stream-mib") {
+      stream_mib = std::stoi(v);
+    } else if (k == "--stream-lines") {
+      stream_lines = std::stol(v);
+    } else if (k == "--disk") {
+      disk = v;
+    } else if (k == "--disk-mib") {
+      disk_mib = std::stoi(v);
+    } else if (k == "--rand-ops") {
+      rand_ops = std::stoi(v);
+    } else if (k == "--wait") {
+      wait_s = std::stoi(v);
+    } else if (k == "--since-monotonic-ns") {
+      since_ns = std::stoll(v);
+    } else {
+      die("unknown option " + k);
+    }
   }
-  if (uds.empty() == (cid == 0)) die("give exactly one of --uds PATH and --cid N");
+  if (uds.empty() == (cid == 0)) {
+    die("give exactly one of --uds PATH and --cid N");
+  }
   AgentClient client([&]() -> dsec::Result<dsec::UniqueFd> {
     return uds.empty() ? dsec::agent::connect_vsock(cid, dsec::agent::kAgentPort)
                        : dsec::agent::connect_vsock_uds(uds, dsec::agent::kAgentPort);
@@ -113,13 +131,18 @@ int main(int argc, char** argv) {
   // Ready: the first health check answered. Tried every 10 ms, so the figure is that
   // close to the moment the agent started to listen (100 ms steps hid half of a
   // difference between the VMMs).
-  const auto t0 = since_ns > 0 ? Clock::time_point(std::chrono::nanoseconds(since_ns)) : Clock::now();
+  const auto t0 =
+      since_ns > 0 ? Clock::time_point(std::chrono::nanoseconds(since_ns)) : Clock::now();
   std::string last;
   while (true) {
     auto h = client.health();
-    if (h) break;
+    if (h) {
+      break;
+    }
     last = h.error().message();
-    if (ms_since(t0) > wait_s * 1000.0) die("the agent did not answer: " + last);
+    if (ms_since(t0) > wait_s * 1000.0) {
+      die("the agent did not answer: " + last);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const double ready_ms = ms_since(t0);
@@ -127,7 +150,9 @@ int main(int argc, char** argv) {
   std::vector<double> rtt;
   for (int i = 0; i < execs; ++i) {
     Run r = run(client, {"true"}, false);
-    if (!r.ok) die("exec true: " + r.error);
+    if (!r.ok) {
+      die("exec true: " + r.error);
+    }
     rtt.push_back(r.ms);
   }
   const double rtt_ms = median(rtt);
@@ -139,7 +164,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> stream_argv{"head", "-c", std::to_string(stream_bytes), "/dev/zero"};
   if (stream_lines > 0) {
     stream_bytes = 0;
-    for (long i = 1; i <= stream_lines; ++i) stream_bytes += std::to_string(i).size() + 1;
+    for (long i = 1; i <= stream_lines; ++i) {
+      stream_bytes += std::to_string(i).size() + 1;
+    }
     stream_argv = {"seq", "1", std::to_string(stream_lines)};
   }
   Run stream = run(client, stream_argv, false);
@@ -151,7 +178,9 @@ int main(int argc, char** argv) {
 
   const auto blk = [&](const char* mode, int n) {
     Run r = run(client, {"dsec-blkbench", mode, disk, std::to_string(n)}, true);
-    if (!r.ok) die(std::string("dsec-blkbench ") + mode + ": " + r.error + guest_log_tail(client));
+    if (!r.ok) {
+      die(std::string("dsec-blkbench ") + mode + ": " + r.error + guest_log_tail(client));
+    }
     return (r.ms - rtt_ms) / 1000.0;
   };
   const double write_s = blk("seqwrite", disk_mib);

@@ -56,11 +56,15 @@ Status send_error(int fd, uint32_t id, const std::string& message) {
   return send_frame(fd, MessageType::kError, id, encode(ErrorReply{message}));
 }
 
-std::string errno_text(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+std::string errno_text(const std::string& what, int err) {
+  return what + ": " + std::strerror(err);
+}
 
 Status make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return fail_errno("pipe2", errno);
+  if (::pipe2(p, O_CLOEXEC) != 0) {
+    return fail_errno("pipe2", errno);
+  }
   read_end.reset(p[0]);
   write_end.reset(p[1]);
   return ok();
@@ -70,7 +74,7 @@ Status make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
 // `status` (close-on-exec, so a successful exec closes it with nothing written).
 [[noreturn]] void run_child(const ExecRequest& req, int in, int out, int err, int status) {
   ::setsid();  // its own process group: a timeout kills everything it started
-  ::signal(SIGPIPE, SIG_DFL);
+  (void)::signal(SIGPIPE, SIG_DFL);
   if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) {
     const int e = errno;
     (void)!::write(status, &e, sizeof e);
@@ -81,9 +85,14 @@ Status make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
     (void)!::write(status, &e, sizeof e);
     ::_exit(127);
   }
-  for (const auto& e : req.env) ::putenv(const_cast<char*>(e.c_str()));
+  for (const auto& e : req.env) {
+    ::putenv(const_cast<char*>(e.c_str()));
+  }
   std::vector<char*> argv;
-  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.reserve(req.argv.size() + 1);
+  for (const auto& a : req.argv) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
   argv.push_back(nullptr);
   ::execvp(argv[0], argv.data());
   const int e = errno;
@@ -92,8 +101,12 @@ Status make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
 }
 
 ExitStatus exit_status_of(int wstatus, bool timed_out) {
-  if (timed_out) return {ExitStatus::Kind::kTimedOut, WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0};
-  if (WIFSIGNALED(wstatus)) return {ExitStatus::Kind::kSignaled, WTERMSIG(wstatus)};
+  if (timed_out) {
+    return {ExitStatus::Kind::kTimedOut, WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0};
+  }
+  if (WIFSIGNALED(wstatus)) {
+    return {ExitStatus::Kind::kSignaled, WTERMSIG(wstatus)};
+  }
   return {ExitStatus::Kind::kExited, WEXITSTATUS(wstatus)};
 }
 
@@ -108,11 +121,17 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
     DSEC_TRY(make_pipe(in_r, in_w));
   } else {
     in_r.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    if (!in_r) return fail_errno("open /dev/null", errno);
+    if (!in_r) {
+      return fail_errno("open /dev/null", errno);
+    }
   }
   const pid_t pid = ::fork();
-  if (pid < 0) return send_error(fd, id, errno_text("cannot start '" + req.argv[0] + "': fork", errno));
-  if (pid == 0) run_child(req, in_r.get(), out_w.get(), err_w.get(), st_w.get());
+  if (pid < 0) {
+    return send_error(fd, id, errno_text("cannot start '" + req.argv[0] + "': fork", errno));
+  }
+  if (pid == 0) {
+    run_child(req, in_r.get(), out_w.get(), err_w.get(), st_w.get());
+  }
   out_w.reset();
   err_w.reset();
   in_r.reset();
@@ -122,7 +141,9 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
     ::waitpid(pid, nullptr, 0);
     return send_error(fd, id, errno_text("cannot run '" + req.argv[0] + "'", exec_errno));
   }
-  if (in_w) ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
+  if (in_w) {
+    ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
+  }
   const UniqueFd pidfd = open_pidfd(pid);
 
   const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
@@ -143,16 +164,20 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
         failure = std::unexpected(frame.error());
         return;
       }
-      if (!*frame) return;
+      if (!*frame) {
+        return;
+      }
       if ((*frame)->type == MessageType::kStdin && in_w && !stdin_closing) {
-        stdin_pending.insert(stdin_pending.end(), (*frame)->payload.begin(), (*frame)->payload.end());
+        stdin_pending.insert(stdin_pending.end(), (*frame)->payload.begin(),
+                             (*frame)->payload.end());
       } else if ((*frame)->type == MessageType::kStdinClose && in_w) {
         stdin_closing = true;
       } else {
         host_gone = true;
-        failure = fail("exec: unexpected " +
-                       std::string(message_type_name(static_cast<uint16_t>((*frame)->type)).value_or("?")) +
-                       " frame while a command runs");
+        failure = fail(
+            "exec: unexpected " +
+            std::string(message_type_name(static_cast<uint16_t>((*frame)->type)).value_or("?")) +
+            " frame while a command runs");
       }
     }
   };
@@ -166,7 +191,9 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
         exited_at = Clock::now();
       }
     }
-    if (exited && ((!out_r && !err_r) || Clock::now() - exited_at > kDrainAfterExit)) break;
+    if (exited && ((!out_r && !err_r) || Clock::now() - exited_at > kDrainAfterExit)) {
+      break;
+    }
     if (!exited && !timed_out && req.timeout_ms > 0 && Clock::now() >= deadline) {
       ::kill(-pid, SIGKILL);
       timed_out = true;
@@ -174,11 +201,21 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
     std::array<pollfd, 5> fds{};
     nfds_t n = 0;
     const auto add = [&](int f, short events) { fds[n++] = pollfd{f, events, 0}; };
-    if (out_r) add(out_r.get(), POLLIN);
-    if (err_r) add(err_r.get(), POLLIN);
-    if (!host_gone) add(fd, POLLIN);
-    if (in_w && !stdin_pending.empty()) add(in_w.get(), POLLOUT);
-    if (pidfd && !exited) add(pidfd.get(), POLLIN);  // wakes the loop's waitpid above
+    if (out_r) {
+      add(out_r.get(), POLLIN);
+    }
+    if (err_r) {
+      add(err_r.get(), POLLIN);
+    }
+    if (!host_gone) {
+      add(fd, POLLIN);
+    }
+    if (in_w && !stdin_pending.empty()) {
+      add(in_w.get(), POLLOUT);
+    }
+    if (pidfd && !exited) {
+      add(pidfd.get(), POLLIN);  // wakes the loop's waitpid above
+    }
     // Sleep until an fd is ready or the next moment the loop acts on: the end of the
     // drain after the exit, or the timeout.
     int wait_ms = -1;
@@ -187,16 +224,21 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
     } else if (!timed_out && req.timeout_ms > 0) {
       wait_ms = ms_until(deadline);
     }
-    if (!pidfd && !exited) wait_ms = wait_ms < 0 ? kReapTickMs : std::min(wait_ms, kReapTickMs);
+    if (!pidfd && !exited) {
+      wait_ms = wait_ms < 0 ? kReapTickMs : std::min(wait_ms, kReapTickMs);
+    }
     ::poll(fds.data(), n, wait_ms);
     for (nfds_t i = 0; i < n; ++i) {
-      if (fds[i].revents == 0) continue;
+      if (fds[i].revents == 0) {
+        continue;
+      }
       const int f = fds[i].fd;
       if (f == out_r.get() || f == err_r.get()) {
         const ssize_t got = ::read(f, buf.data(), buf.size());
         if (got > 0) {
           const auto type = f == out_r.get() ? MessageType::kStdout : MessageType::kStderr;
-          if (auto s = send_frame(fd, type, id, std::span(buf.data(), static_cast<size_t>(got))); !s) {
+          if (auto s = send_frame(fd, type, id, std::span(buf.data(), static_cast<size_t>(got)));
+              !s) {
             host_gone = true;
             failure = s;
           }
@@ -207,13 +249,16 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
         auto more = reader.fill();
         if (!more || !*more) {
           host_gone = true;  // nobody to answer: end the command
-          if (!more) failure = std::unexpected(more.error());
+          if (!more) {
+            failure = std::unexpected(more.error());
+          }
           continue;
         }
         drain_frames();
       } else if (in_w && f == in_w.get()) {
-        std::vector<uint8_t> chunk(stdin_pending.begin(),
-                                   stdin_pending.begin() + std::min<size_t>(stdin_pending.size(), kMaxChunk));
+        std::vector<uint8_t> chunk(
+            stdin_pending.begin(),
+            stdin_pending.begin() + std::min<size_t>(stdin_pending.size(), kMaxChunk));
         const ssize_t put = ::write(in_w.get(), chunk.data(), chunk.size());
         if (put > 0) {
           stdin_pending.erase(stdin_pending.begin(), stdin_pending.begin() + put);
@@ -223,14 +268,20 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
         }
       }
     }
-    if (in_w && stdin_closing && stdin_pending.empty()) in_w.reset();
-    if (host_gone && !exited) ::kill(-pid, SIGKILL);
+    if (in_w && stdin_closing && stdin_pending.empty()) {
+      in_w.reset();
+    }
+    if (host_gone && !exited) {
+      ::kill(-pid, SIGKILL);
+    }
   }
   if (!exited) {
     ::waitpid(pid, &wstatus, 0);
   }
   if (host_gone) {
-    if (!failure) return failure;
+    if (!failure) {
+      return failure;
+    }
     return fail("exec: the host went away; the command was killed");
   }
   return send_frame(fd, MessageType::kExit, id, encode(exit_status_of(wstatus, timed_out)));
@@ -239,7 +290,9 @@ Status handle_exec(int fd, FrameReader& reader, uint32_t id, const ExecRequest& 
 Status handle_write_file(int fd, FrameReader& reader, uint32_t id, const WriteFileRequest& req) {
   const std::string tmp = req.path + ".dsec-partial-" + std::to_string(::getpid());
   UniqueFd file(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!file) return send_error(fd, id, errno_text("cannot create " + req.path, errno));
+  if (!file) {
+    return send_error(fd, id, errno_text("cannot create " + req.path, errno));
+  }
   uint64_t received = 0;
   std::string error;
   while (true) {
@@ -248,7 +301,9 @@ Status handle_write_file(int fd, FrameReader& reader, uint32_t id, const WriteFi
       ::unlink(tmp.c_str());
       return fail("write-file: the host closed the connection before file-end");
     }
-    if (frame->type == MessageType::kFileEnd) break;
+    if (frame->type == MessageType::kFileEnd) {
+      break;
+    }
     if (frame->type != MessageType::kFileData) {
       ::unlink(tmp.c_str());
       return send_error(fd, id, "write-file: unexpected frame type during the transfer");
@@ -256,14 +311,19 @@ Status handle_write_file(int fd, FrameReader& reader, uint32_t id, const WriteFi
     received += frame->payload.size();
     if (received > req.size) {
       ::unlink(tmp.c_str());
-      return send_error(fd, id, "write-file: more data than the announced " + std::to_string(req.size) + " bytes");
+      return send_error(
+          fd, id,
+          "write-file: more data than the announced " + std::to_string(req.size) + " bytes");
     }
     if (error.empty()) {
-      if (auto s = write_all(file.get(), frame->payload); !s) error = "cannot write " + req.path + ": " + s.error().message();
+      if (auto s = write_all(file.get(), frame->payload); !s) {
+        error = "cannot write " + req.path + ": " + s.error().message();
+      }
     }
   }
   if (error.empty() && received != req.size) {
-    error = "write-file: " + std::to_string(received) + " bytes arrived, " + std::to_string(req.size) + " were announced";
+    error = "write-file: " + std::to_string(received) + " bytes arrived, " +
+            std::to_string(req.size) + " were announced";
   }
   if (error.empty() && (::fchmod(file.get(), req.mode) != 0 || ::fsync(file.get()) != 0)) {
     error = errno_text("cannot finish " + req.path, errno);
@@ -280,21 +340,32 @@ Status handle_write_file(int fd, FrameReader& reader, uint32_t id, const WriteFi
 
 Status handle_read_file(int fd, uint32_t id, const ReadFileRequest& req) {
   UniqueFd file(::open(req.path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!file) return send_error(fd, id, errno_text("cannot open " + req.path, errno));
+  if (!file) {
+    return send_error(fd, id, errno_text("cannot open " + req.path, errno));
+  }
   struct stat st {};
-  if (::fstat(file.get(), &st) != 0) return send_error(fd, id, errno_text("cannot stat " + req.path, errno));
-  if (!S_ISREG(st.st_mode)) return send_error(fd, id, req.path + " is not a regular file");
+  if (::fstat(file.get(), &st) != 0) {
+    return send_error(fd, id, errno_text("cannot stat " + req.path, errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return send_error(fd, id, req.path + " is not a regular file");
+  }
   DSEC_TRY(send_frame(fd, MessageType::kFileInfo, id,
                       encode(FileInfo{static_cast<uint64_t>(st.st_size), st.st_mode & 07777U})));
   std::array<uint8_t, kMaxChunk> buf{};
   while (true) {
     const ssize_t got = ::read(file.get(), buf.data(), buf.size());
     if (got < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR) {
+        continue;
+      }
       return send_error(fd, id, errno_text("cannot read " + req.path, errno));
     }
-    if (got == 0) break;
-    DSEC_TRY(send_frame(fd, MessageType::kFileData, id, std::span(buf.data(), static_cast<size_t>(got))));
+    if (got == 0) {
+      break;
+    }
+    DSEC_TRY(send_frame(fd, MessageType::kFileData, id,
+                        std::span(buf.data(), static_cast<size_t>(got))));
   }
   return send_frame(fd, MessageType::kFileEnd, id, {});
 }
@@ -308,7 +379,9 @@ uint64_t uptime_ms() {
 Status serve(int fd, const SessionOptions& options) {
   FrameReader reader(fd);
   auto first = DSEC_TRY(reader.next());
-  if (!first) return ok();  // connected and left: a readiness probe
+  if (!first) {
+    return ok();  // connected and left: a readiness probe
+  }
   const Frame& f = *first;
   switch (f.type) {
     case MessageType::kHealth:
@@ -316,22 +389,29 @@ Status serve(int fd, const SessionOptions& options) {
                         encode(HealthReply{options.agent_version, uptime_ms()}));
     case MessageType::kExec: {
       auto req = decode_exec_request(f.payload);
-      if (!req) return send_error(fd, f.request_id, req.error().message());
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
       return handle_exec(fd, reader, f.request_id, *req);
     }
     case MessageType::kWriteFile: {
       auto req = decode_write_file_request(f.payload);
-      if (!req) return send_error(fd, f.request_id, req.error().message());
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
       return handle_write_file(fd, reader, f.request_id, *req);
     }
     case MessageType::kReadFile: {
       auto req = decode_read_file_request(f.payload);
-      if (!req) return send_error(fd, f.request_id, req.error().message());
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
       return handle_read_file(fd, f.request_id, *req);
     }
     default:
       return send_error(fd, f.request_id,
-                        std::string("a ") + message_type_name(static_cast<uint16_t>(f.type)).value_or("?") +
+                        std::string("a ") +
+                            message_type_name(static_cast<uint16_t>(f.type)).value_or("?") +
                             " frame cannot start a request");
   }
 }
@@ -341,7 +421,7 @@ Status serve(int fd, const SessionOptions& options) {
 int serve_connection(int fd, const SessionOptions& options) {
   auto s = serve(fd, options);
   if (!s) {
-    std::fprintf(stderr, "dsec-agent: %s\n", s.error().message().c_str());
+    (void)std::fprintf(stderr, "dsec-agent: %s\n", s.error().message().c_str());
     return 1;
   }
   return 0;

@@ -18,21 +18,36 @@ Status check_path(const std::string& path, const char* what) {
 
 std::optional<const char*> message_type_name(uint16_t type) {
   switch (static_cast<MessageType>(type)) {
-    case MessageType::kHealth: return "health";
-    case MessageType::kExec: return "exec";
-    case MessageType::kStdin: return "stdin";
-    case MessageType::kStdinClose: return "stdin-close";
-    case MessageType::kWriteFile: return "write-file";
-    case MessageType::kReadFile: return "read-file";
-    case MessageType::kFileData: return "file-data";
-    case MessageType::kFileEnd: return "file-end";
-    case MessageType::kHealthOk: return "health-ok";
-    case MessageType::kStdout: return "stdout";
-    case MessageType::kStderr: return "stderr";
-    case MessageType::kExit: return "exit";
-    case MessageType::kError: return "error";
-    case MessageType::kOk: return "ok";
-    case MessageType::kFileInfo: return "file-info";
+    case MessageType::kHealth:
+      return "health";
+    case MessageType::kExec:
+      return "exec";
+    case MessageType::kStdin:
+      return "stdin";
+    case MessageType::kStdinClose:
+      return "stdin-close";
+    case MessageType::kWriteFile:
+      return "write-file";
+    case MessageType::kReadFile:
+      return "read-file";
+    case MessageType::kFileData:
+      return "file-data";
+    case MessageType::kFileEnd:
+      return "file-end";
+    case MessageType::kHealthOk:
+      return "health-ok";
+    case MessageType::kStdout:
+      return "stdout";
+    case MessageType::kStderr:
+      return "stderr";
+    case MessageType::kExit:
+      return "exit";
+    case MessageType::kError:
+      return "error";
+    case MessageType::kOk:
+      return "ok";
+    case MessageType::kFileInfo:
+      return "file-info";
   }
   return std::nullopt;
 }
@@ -53,7 +68,9 @@ std::vector<uint8_t> encode_frame(MessageType type, uint32_t request_id,
 }
 
 void FrameDecoder::feed(std::span<const uint8_t> bytes) {
-  if (error_) return;
+  if (error_) {
+    return;
+  }
   // Drop what earlier frames used before growing, so the buffer stays about one frame.
   if (consumed_ > 0 && consumed_ == buffer_.size()) {
     buffer_.clear();
@@ -66,9 +83,13 @@ void FrameDecoder::feed(std::span<const uint8_t> bytes) {
 }
 
 Result<std::optional<Frame>> FrameDecoder::next() {
-  if (error_) return std::unexpected(*error_);
+  if (error_) {
+    return std::unexpected(*error_);
+  }
   const std::span<const uint8_t> pending(buffer_.data() + consumed_, buffer_.size() - consumed_);
-  if (pending.size() < kFrameHeaderSize) return std::nullopt;
+  if (pending.size() < kFrameHeaderSize) {
+    return std::nullopt;
+  }
   WireReader r(pending.first(kFrameHeaderSize), "frame header");
   const uint32_t magic = r.u32().value();
   const uint8_t type_lo = r.u8().value();
@@ -78,23 +99,26 @@ Result<std::optional<Frame>> FrameDecoder::next() {
   const uint8_t flags_hi = r.u8().value();
   const uint32_t request_id = r.u32().value();
   const uint32_t length = r.u32().value();
+  const auto type_name = message_type_name(type);
   std::string bad;
   if (magic != kFrameMagic) {
     bad = "bad magic";
-  } else if (!message_type_name(type)) {
+  } else if (!type_name) {
     bad = "unknown message type " + std::to_string(type);
   } else if (flags_lo != 0 || flags_hi != 0) {
-    bad = "flags set on a " + std::string(*message_type_name(type)) + " frame";
+    bad = "flags set on a " + std::string(*type_name) + " frame";
   } else if (length > kMaxPayload) {
     bad = "a payload of " + std::to_string(length) + " bytes, over the limit of " +
           std::to_string(kMaxPayload);
   }
   if (!bad.empty()) {
-    error_ = Error("agent protocol: " + bad + "; the connection is out of step",
-                   0, "the peer speaks another protocol or version; close the connection");
+    error_ = Error("agent protocol: " + bad + "; the connection is out of step", 0,
+                   "the peer speaks another protocol or version; close the connection");
     return std::unexpected(*error_);
   }
-  if (pending.size() - kFrameHeaderSize < length) return std::nullopt;
+  if (pending.size() - kFrameHeaderSize < length) {
+    return std::nullopt;
+  }
   Frame frame;
   frame.type = static_cast<MessageType>(type);
   frame.request_id = request_id;
@@ -131,8 +155,12 @@ Result<ExecRequest> decode_exec_request(std::span<const uint8_t> payload) {
       return fail("exec request: the environment entry '" + e + "' is not NAME=value");
     }
   }
-  if (!m.cwd.empty()) DSEC_TRY(check_path(m.cwd, "exec request: cwd"));
-  if (stdin_open > 1) return fail("exec request: stdin flag " + std::to_string(stdin_open));
+  if (!m.cwd.empty()) {
+    DSEC_TRY(check_path(m.cwd, "exec request: cwd"));
+  }
+  if (stdin_open > 1) {
+    return fail("exec request: stdin flag " + std::to_string(stdin_open));
+  }
   m.stdin_open = stdin_open == 1;
   return m;
 }
@@ -173,7 +201,9 @@ Result<WriteFileRequest> decode_write_file_request(std::span<const uint8_t> payl
   m.size = DSEC_TRY(r.u64());
   DSEC_TRY(r.finish());
   DSEC_TRY(check_path(m.path, "write-file request"));
-  if (m.mode > 07777) return fail("write-file request: mode " + std::to_string(m.mode) + " has bits beyond 07777");
+  if (m.mode > 07777) {
+    return fail("write-file request: mode " + std::to_string(m.mode) + " has bits beyond 07777");
+  }
   return m;
 }
 

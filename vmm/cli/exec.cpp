@@ -134,7 +134,7 @@ int cp_main(const CpOptions& o) {
   if (!info || ::fchmod(out.get(), info->mode) != 0 ||
       ::rename(tmp.c_str(), o.destination.c_str()) != 0) {
     ::unlink(tmp.c_str());
-    std::fprintf(
+    (void)std::fprintf(
         stderr, "dsec-vmm cp: %s\n",
         info ? (std::string("cannot write ") + o.destination + ": " + std::strerror(errno)).c_str()
              : info.error().message().c_str());

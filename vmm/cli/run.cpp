@@ -6,16 +6,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/cli/default_image.h"
-#include "vmm/io/signal_watcher.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/io/signal_watcher.h"
 #include "vmm/machine/machine.h"
 
 namespace dsec::cli {
@@ -59,7 +59,7 @@ Result<machine::NetConfig> parse_net(const std::string& spec) {
     } else if (part.rfind("mac=", 0) == 0) {
       net.mac = part.substr(4);
     } else {
-      return fail("--net " + spec + ": unknown option '" + part + "'",
+      return fail(fmt::format("--net {}: unknown option '{}'", spec, part),
                   "give tap=NAME[,host=A.B.C.D/N][,mac=MAC]");
     }
   }
@@ -76,7 +76,8 @@ Result<machine::DriveConfig> parse_drive(const std::string& spec) {
   bool first = true;
   while (start <= spec.size()) {
     const size_t comma = spec.find(',', start);
-    const std::string part = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string part =
+        spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (first) {
       drive.path = part;
       first = false;
@@ -85,21 +86,29 @@ Result<machine::DriveConfig> parse_drive(const std::string& spec) {
     } else if (part.starts_with("id=")) {
       drive.id = part.substr(3);
     } else {
-      return fail("--drive " + spec + ": unknown option '" + part + "'", "give PATH[,ro][,id=ID]");
+      return fail(fmt::format("--drive {}: unknown option '{}'", spec, part),
+                  "give PATH[,ro][,id=ID]");
     }
-    if (comma == std::string::npos) break;
+    if (comma == std::string::npos) {
+      break;
+    }
     start = comma + 1;
   }
-  if (drive.path.empty()) return fail("--drive '" + spec + "' names no file", "give PATH[,ro][,id=ID]");
+  if (drive.path.empty()) {
+    return fail("--drive '" + spec + "' names no file", "give PATH[,ro][,id=ID]");
+  }
   return drive;
 }
 
 // "start" is main()'s first line; main_monotonic_ns is that moment on CLOCK_MONOTONIC
 // (steady_clock), so that a caller who noted the clock before exec can add the exec itself.
 void write_metrics(const std::string& path, const machine::MachineMetrics& m,
-                   const machine::VmExit& exit, std::chrono::steady_clock::time_point process_start) {
+                   const machine::VmExit& exit,
+                   std::chrono::steady_clock::time_point process_start) {
   auto us = [](const std::optional<std::chrono::nanoseconds>& d) -> nlohmann::json {
-    if (!d) return nullptr;
+    if (!d) {
+      return nullptr;
+    }
     return std::chrono::duration_cast<std::chrono::microseconds>(*d).count();
   };
   const auto main_ns =
@@ -112,7 +121,9 @@ void write_metrics(const std::string& path, const machine::MachineMetrics& m,
                       {"exit_code", exit.exit_code()}};
   std::ofstream out(path);
   out << j.dump(2) << "\n";
-  if (!out) spdlog::error("could not write the metrics file {}", path);
+  if (!out) {
+    spdlog::error("could not write the metrics file {}", path);
+  }
 }
 
 int run_main(const RunOptions& options, std::chrono::steady_clock::time_point process_start) {
@@ -121,7 +132,9 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   config.vcpus = options.vcpus;
   config.memory_mib = options.memory_mib;
   config.cmdline = options.cmdline;
-  for (const auto& extra : options.append) config.cmdline += " " + extra;
+  for (const auto& extra : options.append) {
+    config.cmdline += " " + extra;
+  }
   config.kernel_path = options.kernel;
   config.initrd_path = options.initrd;
   config.rng = options.rng;
@@ -136,7 +149,9 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
     }
     config.drives.push_back(*drive);
   }
-  if (!options.vsock.empty()) config.vsock = machine::VsockConfig{options.vsock_cid, options.vsock};
+  if (!options.vsock.empty()) {
+    config.vsock = machine::VsockConfig{options.vsock_cid, options.vsock};
+  }
   if (!options.net.empty()) {
     auto net = parse_net(options.net);
     if (!net) {
@@ -148,10 +163,12 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   if (config.kernel_path.empty() || config.initrd_path.empty()) {
     auto image = find_default_image();
     if (!image) {
-      std::fprintf(stderr, "dsec-vmm run: %s\n", image.error().message().c_str());
+      (void)std::fprintf(stderr, "dsec-vmm run: %s\n", image.error().message().c_str());
       return 1;
     }
-    if (config.kernel_path.empty()) config.kernel_path = image->kernel;
+    if (config.kernel_path.empty()) {
+      config.kernel_path = image->kernel;
+    }
     if (config.initrd_path.empty()) {
       config.initrd_path = image->initrd;
       // Our init announces clean reboots; anything else is a crash.
@@ -160,10 +177,11 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   }
   UniqueFd console;
   if (!options.console.empty()) {
-    console = UniqueFd(::open(options.console.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    console =
+        UniqueFd(::open(options.console.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!console) {
-      std::fprintf(stderr, "dsec-vmm run: cannot open --console %s: %s\n", options.console.c_str(),
-                   std::strerror(errno));
+      (void)std::fprintf(stderr, "dsec-vmm run: cannot open --console %s: %s\n",
+                         options.console.c_str(), std::strerror(errno));
       return 1;
     }
     config.console_output_fd = console.get();
@@ -175,7 +193,7 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
   auto vm = machine::Machine::create(config);
   if (!vm) {
-    std::fprintf(stderr, "dsec-vmm run: %s\n", vm.error().message().c_str());
+    (void)std::fprintf(stderr, "dsec-vmm run: %s\n", vm.error().message().c_str());
     return 1;
   }
   // Declared after the Machine: it is joined before the Machine goes.
@@ -187,11 +205,11 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
     }
   });
   if (!watcher) {
-    std::fprintf(stderr, "dsec-vmm run: %s\n", watcher.error().message().c_str());
+    (void)std::fprintf(stderr, "dsec-vmm run: %s\n", watcher.error().message().c_str());
     return 3;
   }
   if (auto started = (*vm)->start(); !started) {
-    std::fprintf(stderr, "dsec-vmm run: %s\n", started.error().message().c_str());
+    (void)std::fprintf(stderr, "dsec-vmm run: %s\n", started.error().message().c_str());
     return 1;
   }
   machine::VmExit exit = (*vm)->wait();
@@ -223,7 +241,8 @@ void add_run_command(CLI::App& app, CommandAction& action,
       "local APIC's pending and in-service vectors; the IOAPIC's pins) and the state of every "
       "virtio device (its queues' indices, vsock's streams and credit), for a look at a VM "
       "that seems stuck.");
-  run->add_option("--kernel", options->kernel, "Kernel: an ELF vmlinux (PVH or 64-bit entry) or a bzImage")
+  run->add_option("--kernel", options->kernel,
+                  "Kernel: an ELF vmlinux (PVH or 64-bit entry) or a bzImage")
       ->check(CLI::ExistingFile);
   run->add_option("--initrd", options->initrd, "Initramfs to load with the kernel")
       ->check(CLI::ExistingFile);
@@ -259,7 +278,8 @@ void add_run_command(CLI::App& app, CommandAction& action,
                   "connecting to this Unix socket (created here, must not exist) and sending "
                   "'CONNECT P\\n' (dsec-vmm exec does); guest connections to host port P go to "
                   "PATH_P");
-  run->add_option("--vsock-cid", options->vsock_cid, "The guest's vsock CID")->capture_default_str();
+  run->add_option("--vsock-cid", options->vsock_cid, "The guest's vsock CID")
+      ->capture_default_str();
   run->add_option("--net", options->net,
                   "Give the guest a virtio-net device (eth0) on a host TAP: "
                   "tap=NAME[,host=A.B.C.D/N][,mac=MAC]. The TAP is created if it does not exist "

@@ -74,7 +74,8 @@ inline std::unexpected<Error> fail_errno(std::string what, int os_errno, std::st
 
 // Propagates the error of a Result expression, or yields its value (GCC statement
 // expression). Each use gets its own variable, so uses may nest.
-// NOLINTBEGIN(cppcoreguidelines-macro-usage, bugprone-macro-parentheses): `var` names a variable
+// `var` names a variable, which parentheses would not.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define DSEC_CONCAT_INNER_(a, b) a##b
 #define DSEC_CONCAT_(a, b) DSEC_CONCAT_INNER_(a, b)
 #define DSEC_TRY_IMPL_(expr, var)                             \
@@ -84,4 +85,4 @@ inline std::unexpected<Error> fail_errno(std::string what, int os_errno, std::st
     std::move(var).value();                                   \
   })
 #define DSEC_TRY(expr) DSEC_TRY_IMPL_(expr, DSEC_CONCAT_(dsec_try_result_, __COUNTER__))
-// NOLINTEND(cppcoreguidelines-macro-usage)
+// NOLINTEND(bugprone-macro-parentheses)

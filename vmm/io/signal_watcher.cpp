@@ -14,16 +14,22 @@ namespace dsec::io {
 
 BlockedSignals::BlockedSignals(std::initializer_list<int> signals) {
   sigemptyset(&set_);
-  for (const int signo : signals) sigaddset(&set_, signo);
+  for (const int signo : signals) {
+    sigaddset(&set_, signo);
+  }
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
 }
 
 Result<std::unique_ptr<SignalWatcher>> SignalWatcher::start(const BlockedSignals& signals,
                                                             std::function<void(int)> on_signal) {
   UniqueFd signal_fd(::signalfd(-1, &signals.set(), SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!signal_fd) return fail_errno("signalfd", errno);
+  if (!signal_fd) {
+    return fail_errno("signalfd", errno);
+  }
   auto stop = EventFd::create();
-  if (!stop) return std::unexpected(stop.error().with_context("signal watcher"));
+  if (!stop) {
+    return std::unexpected(stop.error().with_context("signal watcher"));
+  }
   return std::unique_ptr<SignalWatcher>(
       new SignalWatcher(std::move(signal_fd), std::move(*stop), std::move(on_signal)));
 }
@@ -44,12 +50,16 @@ void SignalWatcher::run() {
   for (;;) {
     pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {stop_.fd(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR) {
+        continue;
+      }
       spdlog::error("signal watcher: poll failed ({}); signals are no longer handled",
                     std::strerror(errno));
       return;
     }
-    if (fds[1].revents != 0) return;
+    if (fds[1].revents != 0) {
+      return;
+    }
     signalfd_siginfo info{};
     while (::read(signal_fd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
       on_signal_(static_cast<int>(info.ssi_signo));

@@ -29,7 +29,7 @@ uint32_t apic_reg(const kvm_lapic_state& lapic, size_t offset) {
 std::string vectors(const kvm_lapic_state& lapic, size_t base) {
   std::string text = "[";
   for (uint32_t word = 0; word < 8; ++word) {
-    const uint32_t bits = apic_reg(lapic, base + 0x10 * word);
+    const uint32_t bits = apic_reg(lapic, base + size_t{0x10} * word);
     for (uint32_t bit = 0; bit < 32; ++bit) {
       if ((bits >> bit) & 1) {
         text += fmt::format("{}{:#x}", text.size() > 1 ? " " : "", word * 32 + bit);
@@ -66,8 +66,9 @@ std::string events_text(const kvm_vcpu_events& events) {
     text += fmt::format("; injecting irq {:#x}", events.interrupt.nr);
   }
   if (events.exception.injected != 0 || events.exception.pending != 0) {
-    text += fmt::format("; {} exception {}", events.exception.injected != 0 ? "injecting" : "pending",
-                        events.exception.nr);
+    text +=
+        fmt::format("; {} exception {}", events.exception.injected != 0 ? "injecting" : "pending",
+                    events.exception.nr);
   }
   if (events.nmi.injected != 0 || events.nmi.pending != 0) {
     text += fmt::format("; nmi {}", events.nmi.injected != 0 ? "injecting" : "pending");
@@ -81,8 +82,7 @@ std::string events_text(const kvm_vcpu_events& events) {
 }  // namespace
 
 std::string describe_vcpu_interrupts(const kvm_regs& regs, const kvm_mp_state& mp_state,
-                                     const kvm_vcpu_events& events,
-                                     const kvm_lapic_state& lapic) {
+                                     const kvm_vcpu_events& events, const kvm_lapic_state& lapic) {
   return fmt::format("rip {:#x} IF={} {}; lapic tpr {:#x} irr {} isr {} timer {}{}", regs.rip,
                      (regs.rflags & kRflagsIf) != 0 ? 1 : 0, mp_state_text(mp_state.mp_state),
                      apic_reg(lapic, kApicTpr) & 0xff, vectors(lapic, kApicIrr),
@@ -111,10 +111,10 @@ std::string describe_ioapic(const kvm_ioapic_state& ioapic) {
       ++unrouted;
       continue;
     }
-    text += fmt::format("; pin {} vector {:#x} {} dest {:#x}{}{}", pin, entry.vector,
-                        entry.trig_mode != 0 ? "level" : "edge", entry.dest_id,
-                        entry.remote_irr != 0 ? " remote-irr" : "",
-                        entry.mask != 0 ? " MASKED" : "");
+    text +=
+        fmt::format("; pin {} vector {:#x} {} dest {:#x}{}{}", pin, entry.vector,
+                    entry.trig_mode != 0 ? "level" : "edge", entry.dest_id,
+                    entry.remote_irr != 0 ? " remote-irr" : "", entry.mask != 0 ? " MASKED" : "");
   }
   return text + fmt::format("; {} pins masked and unrouted", unrouted);
 }

@@ -10,29 +10,38 @@ void RunControl::set_state_locked(RunState state) {
 void RunControl::request_exit(VmExit exit) {
   {
     std::lock_guard lock(mutex_);
-    if (exit_) return;
+    if (exit_) {
+      return;
+    }
     exit_ = std::move(exit);
     set_state_locked(RunState::kStopping);
   }
-  if (kick_all_) kick_all_();
+  if (kick_all_) {
+    kick_all_();
+  }
 }
 
 void RunControl::pause() {
   {
     std::lock_guard lock(mutex_);
-    if (state() != RunState::kRunning) return;
+    if (state() != RunState::kRunning) {
+      return;
+    }
     set_state_locked(RunState::kPaused);
   }
-  if (kick_all_) kick_all_();
+  if (kick_all_) {
+    kick_all_();
+  }
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] {
-    return state() != RunState::kPaused || parked_ + exited_ >= vcpu_count_;
-  });
+  changed_.wait(lock,
+                [&] { return state() != RunState::kPaused || parked_ + exited_ >= vcpu_count_; });
 }
 
 void RunControl::resume() {
   std::lock_guard lock(mutex_);
-  if (state() == RunState::kPaused) set_state_locked(RunState::kRunning);
+  if (state() == RunState::kPaused) {
+    set_state_locked(RunState::kRunning);
+  }
 }
 
 bool RunControl::wait_until_runnable() {
@@ -54,7 +63,9 @@ void RunControl::thread_exited() {
 
 VmExit RunControl::wait_for_exit() {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return exit_.has_value(); });
+  while (!exit_) {
+    changed_.wait(lock);
+  }
   return *exit_;
 }
 

@@ -18,17 +18,32 @@ int VmExit::exit_code() const {
   return 3;
 }
 
-std::string VmExit::describe() const {
-  const char* what = "";
+namespace {
+
+const char* how_it_ended(VmExitKind kind) {
   switch (kind) {
-    case VmExitKind::kGuestReboot: what = "the guest rebooted"; break;
-    case VmExitKind::kGuestPowerOff: what = "the guest powered off"; break;
-    case VmExitKind::kGuestPanic: what = "the guest crashed"; break;
-    case VmExitKind::kTripleFault: what = "a vCPU triple-faulted"; break;
-    case VmExitKind::kKvmError: what = "KVM failed"; break;
-    case VmExitKind::kVmmError: what = "the VMM failed"; break;
-    case VmExitKind::kStopped: what = "stopped by the host"; break;
+    case VmExitKind::kGuestReboot:
+      return "the guest rebooted";
+    case VmExitKind::kGuestPowerOff:
+      return "the guest powered off";
+    case VmExitKind::kGuestPanic:
+      return "the guest crashed";
+    case VmExitKind::kTripleFault:
+      return "a vCPU triple-faulted";
+    case VmExitKind::kKvmError:
+      return "KVM failed";
+    case VmExitKind::kVmmError:
+      return "the VMM failed";
+    case VmExitKind::kStopped:
+      return "stopped by the host";
   }
+  return "the VM ended";
+}
+
+}  // namespace
+
+std::string VmExit::describe() const {
+  const char* what = how_it_ended(kind);
   return detail.empty() ? what : std::string(what) + ": " + detail;
 }
 

@@ -129,9 +129,10 @@ Status GuestMemory::fill(uint64_t gpa, uint64_t len, uint8_t value) {
 
 Status GuestMemory::map_file_pages(uint64_t gpa, uint64_t len, int fd, uint64_t offset) {
   if (gpa % kPageSize != 0 || len % kPageSize != 0 || offset % kPageSize != 0 || len == 0) {
-    return fail(fmt::format("{} from file offset {:#x}: a file mapping needs non-empty, 4 KiB "
-                            "aligned addresses, size and offset",
-                            describe(gpa, len), offset));
+    return fail(
+        fmt::format("{} from file offset {:#x}: a file mapping needs non-empty, 4 KiB "
+                    "aligned addresses, size and offset",
+                    describe(gpa, len), offset));
   }
   const std::span<uint8_t> target = DSEC_TRY(span(gpa, len));
   void* mapped = ::mmap(target.data(), len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd,
@@ -140,9 +141,13 @@ Status GuestMemory::map_file_pages(uint64_t gpa, uint64_t len, int fd, uint64_t 
     const int error = errno;
     // A failed MAP_FIXED may have unmapped the range: put fresh anonymous memory back, so
     // that the region stays whole.
-    ::mmap(target.data(), len, PROT_READ | PROT_WRITE,
-           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    return fail_errno(fmt::format("mapping file offset {:#x} into {}", offset, describe(gpa, len)),
+    const bool restored =
+        ::mmap(target.data(), len, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;
+    return fail_errno(fmt::format("mapping file offset {:#x} into {}{}", offset, describe(gpa, len),
+                                  restored ? ""
+                                           : " (and the range could not be remapped: "
+                                             "this guest memory is unusable)"),
                       error);
   }
   return ok();

@@ -52,11 +52,12 @@ Result<std::optional<uint64_t>> find_pvh_entry(std::span<const uint8_t> image,
     }
     const bool is_xen = header->n_namesz == 4 && std::memcmp(&notes[name_offset], "Xen", 4) == 0;
     if (is_xen && header->n_type == kXenElfnotePhys32Entry) {
-      // Linux writes the entry with _ASM_PTR: 8 bytes on x86-64, 4 in older kernels.
+      // Linux writes the entry with _ASM_PTR: 8 bytes on x86-64, 4 in older kernels. Both
+      // reads are in range (checked above), so they yield the entry.
       if (header->n_descsz == 4) {
-        entry = *read_at<uint32_t>(notes, desc_offset);
+        entry = read_at<uint32_t>(notes, desc_offset);
       } else if (header->n_descsz == 8) {
-        entry = *read_at<uint64_t>(notes, desc_offset);
+        entry = read_at<uint64_t>(notes, desc_offset);
       } else {
         return elf_error(
             fmt::format("the Xen PHYS32_ENTRY note has {} bytes, not 4 or 8", header->n_descsz));

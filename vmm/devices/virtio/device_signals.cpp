@@ -36,15 +36,16 @@ void serve_available_chains(VirtQueue& queue, GuestMemory& memory, VirtioInterru
       report_broken_queue(interrupt, log.limiter, log.device, chain.error());
       break;
     }
-    if (!chain->has_value()) {
+    const std::optional<DescriptorChain>& next = *chain;
+    if (!next) {
       break;
     }
-    const auto written = serve(**chain);
+    const auto written = serve(*next);
     if (!written) {
       report_broken_queue(interrupt, log.limiter, log.device, written.error());
       break;
     }
-    if (auto added = queue.add_used(memory, (*chain)->head, *written); !added) {
+    if (auto added = queue.add_used(memory, next->head, *written); !added) {
       report_broken_queue(interrupt, log.limiter, log.device, added.error());
       break;
     }

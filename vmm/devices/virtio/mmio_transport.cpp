@@ -75,7 +75,7 @@ Result<std::unique_ptr<MmioTransport>> MmioTransport::create(GuestMemory& memory
       return std::unexpected(queue.error().with_context(
           fmt::format("virtio device type {} queue {}", device->device_type(), i)));
     }
-    queues.push_back(std::move(*queue));
+    queues.push_back(*queue);
   }
   return std::unique_ptr<MmioTransport>(
       new MmioTransport(memory, std::move(device), std::move(queues), std::move(interrupt_line)));

@@ -35,8 +35,8 @@ Result<MacAddress> parse_mac(const std::string& text) {
 
 std::string format_mac(const MacAddress& mac) {
   char out[18];
-  std::snprintf(out, sizeof(out), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3],
-                mac[4], mac[5]);
+  (void)std::snprintf(out, sizeof(out), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2],
+                      mac[3], mac[4], mac[5]);
   return out;
 }
 

@@ -156,10 +156,11 @@ void VirtioVsock::process_rx() {
         report_broken(popped.error());
         break;
       }
-      if (!popped->has_value()) {
+      std::optional<DescriptorChain>& next = *popped;
+      if (!next) {
         break;  // no buffer: the driver's next rx notification brings us back
       }
-      chain = std::move(**popped);
+      chain = std::move(*next);
     }
     auto written = muxer_->fill_rx(memory_, chain);
     if (written && *written == 0) {
