@@ -4,8 +4,8 @@
 # without, so that every static key KVM moves with its guests (tools/testbed-pin-static-keys)
 # would be patched each round if the test bed did not hold them on. Unpinned, the test
 # bed wedged within a few hundred rounds in six tries of six (session 15,
-# docs/kvm-test-bed.md); the harness then restarts it and reruns, which this test counts
-# as a failure too. Where /dev/kvm works natively the same churn must simply pass.
+# docs/kvm-test-bed.md); the harness then fails the command (exit 2). Where /dev/kvm
+# works natively the same churn must simply pass.
 set -uo pipefail
 harness=$1 session=$2 rounds=${3:-300}
 churn='
@@ -29,8 +29,7 @@ out=$("$harness" exec --session "$session" --timeout 300 -- python3 -c "$churn" 
 rc=$?
 echo "$out" | sed 's/^/  | /'
 fail=0
-[[ $rc -eq 0 ]] || { echo "FAIL: exit status $rc, want 0"; fail=1; }
+[[ $rc -eq 0 ]] || { echo "FAIL: exit status $rc, want 0 (2: the test-bed VM died or hung; 3: its kernel logged a fault)"; fail=1; }
 [[ $out == *"$rounds rounds of VMs created and destroyed"* ]] || { echo "FAIL: the churn did not finish"; fail=1; }
-[[ $out != *"restarting the test bed"* ]] || { echo "FAIL: the test-bed VM died or hung under the churn (see above)"; fail=1; }
 [[ $fail -eq 0 ]] && echo "$rounds rounds of VMs in $((SECONDS - start)) s, the test bed up throughout"
 exit $fail
