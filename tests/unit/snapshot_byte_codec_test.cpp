@@ -118,6 +118,29 @@ TEST(SnapshotByteCodec, AnArrayOverItsLimitIsRefusedEvenWhenItsBytesArePresent) 
   EXPECT_EQ(all, (std::vector<uint16_t>{1, 2, 3, 4, 5}));
 }
 
+TEST(SnapshotByteCodec, EmptyArraysAndBlobsReadBackEmpty) {
+  ByteWriter out;
+  out.put_array(std::span<const uint64_t>());
+  out.put_bytes({});
+  ByteReader in(out.bytes());
+  ASSERT_OK_AND_ASSIGN(const auto array, in.get_array<uint64_t>("msrs", 16));
+  EXPECT_TRUE(array.empty());
+  ASSERT_OK_AND_ASSIGN(const auto blob, in.get_bytes("blob"));
+  EXPECT_TRUE(blob.empty());
+  ASSERT_OK(in.expect_end("the test section"));
+}
+
+TEST(SnapshotByteCodec, AnArrayCountTooLargeForTheBytesLeftIsTruncation) {
+  // Allowed by a generous limit, but count * 8 would wrap past 2^64.
+  ByteWriter out;
+  out.put<uint64_t>(uint64_t{1} << 61);
+  out.put<uint64_t>(7);
+  ByteReader in(out.bytes());
+  const auto array = in.get_array<uint64_t>("msrs", UINT64_MAX);
+  ASSERT_FALSE(array.has_value());
+  EXPECT_THAT(array.error().message(), HasSubstr("truncated while reading msrs"));
+}
+
 TEST(SnapshotByteCodec, TrailingBytesAreAnError) {
   std::vector<uint8_t> bytes = encode_all();
   bytes.push_back(0);
