@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,20 +18,62 @@ std::string describe(uint64_t gpa, uint64_t len) {
   return fmt::format("guest memory range [{:#x}, +{:#x})", gpa, len);
 }
 
+// Maps each range with map_range(range, offset), in guest-physical order, which is also the
+// order of the regions in a memory file: offset is the sum of the sizes of the ranges below
+// it. `backing` ends the error's context.
+template <typename MapRange>
+Result<GuestMemory> map_each(std::span<const GuestRange> ranges, const char* backing,
+                             MapRange map_range) {
+  std::vector<GuestRange> sorted(ranges.begin(), ranges.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const GuestRange& a, const GuestRange& b) { return a.base < b.base; });
+  std::vector<GuestRegion> regions;
+  regions.reserve(sorted.size());
+  uint64_t offset = 0;
+  for (const GuestRange& range : sorted) {
+    Result<MmapRegion> mapping = map_range(range, offset);
+    if (!mapping) {
+      return std::unexpected(
+          mapping.error().with_context(fmt::format("guest RAM at {:#x}{}", range.base, backing)));
+    }
+    regions.emplace_back(range.base, std::move(*mapping));
+    offset += range.size;
+  }
+  return GuestMemory::from_regions(std::move(regions));
+}
+
 }  // namespace
 
 Result<GuestMemory> GuestMemory::anonymous(std::span<const GuestRange> ranges) {
-  std::vector<GuestRegion> regions;
-  regions.reserve(ranges.size());
+  return map_each(ranges, "", [](const GuestRange& range, uint64_t) {
+    return MmapRegion::anonymous(range.size);
+  });
+}
+
+Result<GuestMemory> GuestMemory::private_file(std::span<const GuestRange> ranges, int fd) {
+  uint64_t total = 0;
   for (const GuestRange& range : ranges) {
-    auto mapping = MmapRegion::anonymous(range.size);
-    if (!mapping) {
-      return std::unexpected(
-          mapping.error().with_context(fmt::format("guest RAM at {:#x}", range.base)));
+    if (range.size > UINT64_MAX - total) {
+      return fail("guest RAM ranges add up to more than 2^64 bytes");
     }
-    regions.emplace_back(range.base, std::move(*mapping));
+    total += range.size;
   }
-  return from_regions(std::move(regions));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return fail_errno("fstat of the guest memory file", errno);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return fail("the guest memory file is not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) != total) {
+    return fail(fmt::format("the guest memory file is {} bytes, but the guest's RAM is {} bytes",
+                            st.st_size, total),
+                "the memory file does not belong to this snapshot, or was truncated: take the "
+                "snapshot again");
+  }
+  return map_each(ranges, " from its memory file", [fd](const GuestRange& range, uint64_t offset) {
+    return MmapRegion::private_file(fd, offset, range.size);
+  });
 }
 
 Result<GuestMemory> GuestMemory::from_regions(std::vector<GuestRegion> regions) {

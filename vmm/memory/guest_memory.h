@@ -45,6 +45,14 @@ class GuestMemory {
  public:
   // One private anonymous mapping per range.
   static Result<GuestMemory> anonymous(std::span<const GuestRange> ranges);
+  // A snapshot's memory file, mapped copy-on-write: the ranges' bytes lie in the file back
+  // to back in guest-physical order (a range's offset is the sum of the sizes of the ranges
+  // below it). Fails unless the file's size is exactly the ranges' total, since touching a
+  // page past the end of a shorter file would kill the process with SIGBUS. Guest writes
+  // become private copies; the file never changes, and every VM mapping it shares its page
+  // cache. The file must not be truncated while mapped. fd may be read-only, and may be
+  // closed afterwards. Each region starts 2 MiB aligned in the host, as with anonymous().
+  static Result<GuestMemory> private_file(std::span<const GuestRange> ranges, int fd);
   // Takes mapped regions. They must be page-aligned, non-empty, must not overlap and must
   // not wrap past the top of the 64-bit address space.
   static Result<GuestMemory> from_regions(std::vector<GuestRegion> regions);

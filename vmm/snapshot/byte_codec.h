@@ -88,9 +88,12 @@ class ByteReader {
                       " entries, more than the " + std::to_string(max_items) + " allowed",
                   "the state file is corrupt or from an incompatible dsec-vmm");
     }
-    DSEC_TRY(need(count * sizeof(T), field));
+    // A count whose size in bytes would wrap past 2^64 needs more than any input has.
+    DSEC_TRY(need(count <= UINT64_MAX / sizeof(T) ? count * sizeof(T) : UINT64_MAX, field));
     std::vector<T> out(count);
-    std::memcpy(out.data(), data_.data() + pos_, count * sizeof(T));
+    if (count > 0) {  // an empty vector's data() may be null, which memcpy must not get
+      std::memcpy(out.data(), data_.data() + pos_, count * sizeof(T));
+    }
     pos_ += count * sizeof(T);
     return out;
   }
