@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <utility>
@@ -11,8 +12,24 @@
 #include "vmm/kvm/ioctl.h"
 
 namespace dsec::kvm {
+namespace {
+
+// KVM_GET_MSRS and KVM_SET_MSRS refuse nmsrs >= MAX_IO_MSRS (256) with E2BIG.
+constexpr size_t kMaxMsrsPerCall = 255;
+
+Result<int> check_vm_extension(int vm_fd, int capability, const char* name) {
+  return kvm_ioctl(vm_fd, KVM_CHECK_EXTENSION, capability, name);
+}
+
+}  // namespace
 
 Result<Vcpu> Vcpu::create(int vm_fd, uint32_t id, size_t mmap_size) {
+  // KVM sizes a vCPU's XSAVE area when it creates the vCPU, from the same permissions that
+  // KVM_CAP_XSAVE2 reports (arch_prctl ARCH_REQ_XCOMP_GUEST_PERM), so ask first.
+  const int xsave2 =
+      DSEC_TRY(check_vm_extension(vm_fd, KVM_CAP_XSAVE2, "KVM_CHECK_EXTENSION(KVM_CAP_XSAVE2)"));
+  const int tsc_control = DSEC_TRY(
+      check_vm_extension(vm_fd, KVM_CAP_TSC_CONTROL, "KVM_CHECK_EXTENSION(KVM_CAP_TSC_CONTROL)"));
   const int fd = DSEC_TRY(kvm_ioctl(vm_fd, KVM_CREATE_VCPU, static_cast<unsigned long>(id),
                                     "KVM_CREATE_VCPU", {"", id}));
   UniqueFd vcpu_fd(fd);
@@ -20,14 +37,21 @@ Result<Vcpu> Vcpu::create(int vm_fd, uint32_t id, size_t mmap_size) {
   if (run == MAP_FAILED) {
     return fail_errno(fmt::format("mmap of kvm_run for vcpu {} ({} bytes)", id, mmap_size), errno);
   }
-  return Vcpu(std::move(vcpu_fd), id, static_cast<kvm_run*>(run), mmap_size);
+  Vcpu vcpu(std::move(vcpu_fd), id, static_cast<kvm_run*>(run), mmap_size);
+  vcpu.xsave2_ = xsave2 > 0;
+  vcpu.xsave_size_ = std::max(sizeof(kvm_xsave), static_cast<size_t>(std::max(xsave2, 0)));
+  vcpu.can_scale_tsc_ = tsc_control > 0;
+  return vcpu;
 }
 
 Vcpu::Vcpu(Vcpu&& other) noexcept
     : fd_(std::move(other.fd_)),
       id_(other.id_),
       run_(std::exchange(other.run_, nullptr)),
-      mmap_size_(std::exchange(other.mmap_size_, 0)) {}
+      mmap_size_(std::exchange(other.mmap_size_, 0)),
+      xsave_size_(other.xsave_size_),
+      xsave2_(other.xsave2_),
+      can_scale_tsc_(other.can_scale_tsc_) {}
 
 Vcpu& Vcpu::operator=(Vcpu&& other) noexcept {
   if (this != &other) {
@@ -36,6 +60,9 @@ Vcpu& Vcpu::operator=(Vcpu&& other) noexcept {
     id_ = other.id_;
     run_ = std::exchange(other.run_, nullptr);
     mmap_size_ = std::exchange(other.mmap_size_, 0);
+    xsave_size_ = other.xsave_size_;
+    xsave2_ = other.xsave2_;
+    can_scale_tsc_ = other.can_scale_tsc_;
   }
   return *this;
 }
@@ -161,35 +188,60 @@ Status Vcpu::set_cpuid2(std::span<const kvm_cpuid_entry2> entries) {
   return ok();
 }
 
-Result<std::vector<kvm_msr_entry>> Vcpu::get_msrs(std::span<const uint32_t> indices) const {
-  FlexBuffer<kvm_msrs, kvm_msr_entry> buffer(indices.size());
-  buffer->nmsrs = static_cast<uint32_t>(indices.size());
-  for (size_t i = 0; i < indices.size(); ++i) {
-    buffer->entries[i].index = indices[i];
-  }
-  // Returns how many MSRs it read, stopping at the first it cannot.
-  const int read =
-      DSEC_TRY(kvm_ioctl(fd(), KVM_GET_MSRS, buffer.get(), "KVM_GET_MSRS", {"vcpu", id_}));
-  if (static_cast<size_t>(read) < indices.size()) {
-    return fail(fmt::format("{}: read {} of {} MSRs; MSR {:#x} cannot be read",
-                            ioctl_description("KVM_GET_MSRS", {"vcpu", id_}), read, indices.size(),
-                            indices[static_cast<size_t>(read)]));
-  }
-  return std::vector<kvm_msr_entry>(buffer->entries, buffer->entries + indices.size());
-}
-
-Status Vcpu::set_msrs(std::span<const kvm_msr_entry> entries) {
+Result<size_t> Vcpu::msrs_call(unsigned long request, const char* name,
+                               std::span<kvm_msr_entry> entries) const {
   FlexBuffer<kvm_msrs, kvm_msr_entry> buffer(entries.size());
   buffer->nmsrs = static_cast<uint32_t>(entries.size());
   std::copy(entries.begin(), entries.end(), buffer->entries);
-  // Returns how many MSRs it wrote, stopping at the first it refuses.
-  const int written =
-      DSEC_TRY(kvm_ioctl(fd(), KVM_SET_MSRS, buffer.get(), "KVM_SET_MSRS", {"vcpu", id_}));
-  if (static_cast<size_t>(written) < entries.size()) {
-    const kvm_msr_entry& refused = entries[static_cast<size_t>(written)];
-    return fail(fmt::format("{}: wrote {} of {} MSRs; MSR {:#x} refused value {:#x}",
-                            ioctl_description("KVM_SET_MSRS", {"vcpu", id_}), written,
-                            entries.size(), refused.index, refused.data));
+  // Returns how many MSRs it processed, stopping at the first it cannot.
+  const int done = DSEC_TRY(kvm_ioctl(fd(), request, buffer.get(), name, {"vcpu", id_}));
+  std::copy(buffer->entries, buffer->entries + entries.size(), entries.begin());
+  return static_cast<size_t>(done);
+}
+
+Result<std::vector<kvm_msr_entry>> Vcpu::read_msrs(std::span<const uint32_t> indices) const {
+  std::vector<kvm_msr_entry> entries(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    entries[i].index = indices[i];
+  }
+  size_t read = 0;
+  while (read < entries.size()) {
+    const size_t chunk = std::min(kMaxMsrsPerCall, entries.size() - read);
+    const size_t done =
+        DSEC_TRY(msrs_call(KVM_GET_MSRS, "KVM_GET_MSRS", std::span(entries).subspan(read, chunk)));
+    read += done;
+    if (done < chunk) {
+      break;
+    }
+  }
+  entries.resize(read);
+  return entries;
+}
+
+Result<std::vector<kvm_msr_entry>> Vcpu::get_msrs(std::span<const uint32_t> indices) const {
+  auto entries = DSEC_TRY(read_msrs(indices));
+  if (entries.size() < indices.size()) {
+    return fail(fmt::format("{}: read {} of {} MSRs; MSR {:#x} cannot be read",
+                            ioctl_description("KVM_GET_MSRS", {"vcpu", id_}), entries.size(),
+                            indices.size(), indices[entries.size()]));
+  }
+  return entries;
+}
+
+Status Vcpu::set_msrs(std::span<const kvm_msr_entry> entries) {
+  std::vector<kvm_msr_entry> buffer(entries.begin(), entries.end());
+  size_t written = 0;
+  while (written < buffer.size()) {
+    const size_t chunk = std::min(kMaxMsrsPerCall, buffer.size() - written);
+    const size_t done = DSEC_TRY(
+        msrs_call(KVM_SET_MSRS, "KVM_SET_MSRS", std::span(buffer).subspan(written, chunk)));
+    written += done;
+    if (done < chunk) {
+      const kvm_msr_entry& refused = entries[written];
+      return fail(fmt::format("{}: wrote {} of {} MSRs; MSR {:#x} refused value {:#x}",
+                              ioctl_description("KVM_SET_MSRS", {"vcpu", id_}), written,
+                              entries.size(), refused.index, refused.data));
+    }
   }
   return ok();
 }
@@ -215,6 +267,24 @@ Status Vcpu::set_xsave(const kvm_xsave& xsave) {
   return set(KVM_SET_XSAVE, xsave, "KVM_SET_XSAVE");
 }
 
+Result<std::vector<uint8_t>> Vcpu::get_xsave_area() const {
+  // KVM_GET_XSAVE2 writes xsave_size() bytes whatever size its ioctl number encodes.
+  std::vector<uint8_t> area(xsave_size_);
+  if (xsave2_) {
+    DSEC_TRY(kvm_ioctl(fd(), KVM_GET_XSAVE2, area.data(), "KVM_GET_XSAVE2", {"vcpu", id_}));
+  } else {
+    DSEC_TRY(kvm_ioctl(fd(), KVM_GET_XSAVE, area.data(), "KVM_GET_XSAVE", {"vcpu", id_}));
+  }
+  return area;
+}
+
+Status Vcpu::set_xsave_area(std::span<const uint8_t> area) {
+  std::vector<uint8_t> buffer(std::max(area.size(), xsave_size_));
+  std::copy(area.begin(), area.end(), buffer.begin());
+  DSEC_TRY(kvm_ioctl(fd(), KVM_SET_XSAVE, buffer.data(), "KVM_SET_XSAVE", {"vcpu", id_}));
+  return ok();
+}
+
 Result<kvm_xcrs> Vcpu::get_xcrs() const {
   return get<kvm_xcrs>(KVM_GET_XCRS, "KVM_GET_XCRS");
 }
@@ -234,6 +304,25 @@ Result<kvm_debugregs> Vcpu::get_debugregs() const {
 }
 Status Vcpu::set_debugregs(const kvm_debugregs& debugregs) {
   return set(KVM_SET_DEBUGREGS, debugregs, "KVM_SET_DEBUGREGS");
+}
+
+Result<uint32_t> Vcpu::get_tsc_khz() const {
+  // The rate is the ioctl's return value.
+  const int khz = DSEC_TRY(kvm_ioctl(fd(), KVM_GET_TSC_KHZ, 0, "KVM_GET_TSC_KHZ", {"vcpu", id_}));
+  return static_cast<uint32_t>(khz);
+}
+
+Status Vcpu::set_tsc_khz(uint32_t khz) {
+  DSEC_TRY(kvm_ioctl(fd(), KVM_SET_TSC_KHZ, static_cast<unsigned long>(khz), "KVM_SET_TSC_KHZ",
+                     {"vcpu", id_}));
+  return ok();
+}
+
+Status Vcpu::kvmclock_ctrl() {
+  if (::ioctl(fd(), KVM_KVMCLOCK_CTRL, 0) == 0 || errno == EINVAL) {
+    return ok();
+  }
+  return fail_errno(ioctl_description("KVM_KVMCLOCK_CTRL", {"vcpu", id_}), errno);
 }
 
 }  // namespace dsec::kvm

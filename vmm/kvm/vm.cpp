@@ -4,6 +4,11 @@
 
 namespace dsec::kvm {
 
+Result<int> Vm::check_extension(int capability) const {
+  return kvm_ioctl(fd(), KVM_CHECK_EXTENSION, capability, "KVM_CHECK_EXTENSION",
+                   {"", static_cast<uint64_t>(capability)});
+}
+
 Status Vm::set_user_memory_region(const kvm_userspace_memory_region& region) {
   DSEC_TRY(kvm_ioctl(fd(), KVM_SET_USER_MEMORY_REGION, &region, "KVM_SET_USER_MEMORY_REGION",
                      {"slot", region.slot}));

@@ -34,6 +34,10 @@ class Vm {
 
   int fd() const { return fd_.get(); }
 
+  // KVM_CHECK_EXTENSION on the VM: 0 when unsupported, otherwise a capability-specific
+  // positive value (what this VM can do, which may differ from the system's answer).
+  Result<int> check_extension(int capability) const;
+
   // KVM_SET_USER_MEMORY_REGION; memory_size 0 deletes the slot. The mapping at
   // userspace_addr must outlive the slot.
   Status set_user_memory_region(const kvm_userspace_memory_region& region);
