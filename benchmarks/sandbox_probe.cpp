@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   // The moment the VMM was started (CLOCK_MONOTONIC, steady_clock's), so that "ready"
   // counts the VMM's own start-up; 0: from the probe's start.
   long long since_ns = 0;
+  bool ready_only = false;  // --ready-only 1: the first figure alone (restore-vs-qemu)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--uds") {
@@ -114,6 +115,8 @@ int main(int argc, char** argv) {
       rand_ops = std::stoi(v);
     } else if (k == "--wait") {
       wait_s = std::stoi(v);
+    } else if (k == "--ready-only") {
+      ready_only = v == "1";
     } else if (k == "--since-monotonic-ns") {
       since_ns = std::stoll(v);
     } else {
@@ -146,6 +149,10 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const double ready_ms = ms_since(t0);
+  if (ready_only) {
+    std::printf("{\"ready_ms\": %.1f}\n", ready_ms);
+    return 0;
+  }
 
   std::vector<double> rtt;
   for (int i = 0; i < execs; ++i) {

@@ -1,8 +1,10 @@
 #include "guest/agent/session.h"
 
 #include <fcntl.h>
+#include <linux/random.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -370,6 +372,36 @@ Status handle_read_file(int fd, uint32_t id, const ReadFileRequest& req) {
   return send_frame(fd, MessageType::kFileEnd, id, {});
 }
 
+// A restored clone: the kernel's RNG gets the host's fresh bytes and is reseeded at once,
+// so that no two clones of one snapshot draw the same numbers, and the wall clock jumps to
+// the host's (it stood still in the snapshot).
+Status sync_clone(const CloneSyncRequest& req) {
+  const UniqueFd random(::open("/dev/urandom", O_WRONLY | O_CLOEXEC));
+  if (!random) {
+    return fail_errno("clone sync: opening /dev/urandom", errno);
+  }
+  // struct rand_pool_info: entropy_count (bits credited), buf_size (bytes), then the bytes.
+  std::vector<uint8_t> info(2 * sizeof(int) + req.entropy.size());
+  const int bits = static_cast<int>(req.entropy.size() * 8);
+  const int size = static_cast<int>(req.entropy.size());
+  std::memcpy(info.data(), &bits, sizeof(int));
+  std::memcpy(info.data() + sizeof(int), &size, sizeof(int));
+  std::memcpy(info.data() + 2 * sizeof(int), req.entropy.data(), req.entropy.size());
+  if (::ioctl(random.get(), RNDADDENTROPY, info.data()) != 0) {
+    return fail_errno("clone sync: RNDADDENTROPY", errno);
+  }
+  if (::ioctl(random.get(), RNDRESEEDCRNG) != 0) {
+    return fail_errno("clone sync: RNDRESEEDCRNG", errno);
+  }
+  timespec now{};
+  now.tv_sec = static_cast<time_t>(req.realtime_ns / 1000000000);
+  now.tv_nsec = static_cast<long>(req.realtime_ns % 1000000000);
+  if (::clock_settime(CLOCK_REALTIME, &now) != 0) {
+    return fail_errno("clone sync: setting the wall clock", errno);
+  }
+  return ok();
+}
+
 uint64_t uptime_ms() {
   timespec ts{};
   ::clock_gettime(CLOCK_BOOTTIME, &ts);
@@ -400,6 +432,16 @@ Status serve(int fd, const SessionOptions& options) {
         return send_error(fd, f.request_id, req.error().message());
       }
       return handle_write_file(fd, reader, f.request_id, *req);
+    }
+    case MessageType::kCloneSync: {
+      auto req = decode_clone_sync_request(f.payload);
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
+      if (auto synced = sync_clone(*req); !synced) {
+        return send_error(fd, f.request_id, synced.error().message());
+      }
+      return send_frame(fd, MessageType::kOk, f.request_id, {});
     }
     case MessageType::kReadFile: {
       auto req = decode_read_file_request(f.payload);

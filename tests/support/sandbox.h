@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,31 +25,24 @@ class Sandbox {
  public:
   // Boots the default image with `extra_args` for `dsec-vmm run` (drives, say).
   explicit Sandbox(std::vector<std::string> extra_args = {}) {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("dsec-sandbox-" + std::to_string(::getpid()) + "-" + std::to_string(++counter()));
-    std::filesystem::create_directories(dir_);
-    // Unix sockets cannot live on 9p (the test bed's /tmp): /run is a local tmpfs there.
-    const std::filesystem::path socket_dir = ::access("/run", W_OK) == 0 ? "/run" : dir_;
-    vsock_ = (socket_dir / ("dsec-sandbox-" + std::to_string(::getpid()) + "-" +
-                            std::to_string(counter()) + ".vsock"))
-                 .string();
-    console_ = (dir_ / "console.log").string();
+    prepare_paths();
     std::vector<std::string> args{kVmmBinary, "run", "--vcpus", "2", "--memory", "256",
                                   "--vsock", vsock_, "--append", "dsec.agent",
                                   "--console", console_};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      const std::string log = (dir_ / "vmm.log").string();
-      std::freopen(log.c_str(), "w", stderr);
-      std::freopen("/dev/null", "r", stdin);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    launch(std::move(args));
+  }
+
+  // A clone: `dsec-vmm restore` of the snapshot in `snapshot_dir`, with a vsock socket of
+  // its own.
+  static std::unique_ptr<Sandbox> restore(const std::filesystem::path& snapshot_dir,
+                                          std::vector<std::string> extra_args = {}) {
+    std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
+    std::vector<std::string> args{kVmmBinary, "restore", snapshot_dir.string(), "--vsock",
+                                  sandbox->vsock_, "--console", sandbox->console_};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    sandbox->launch(std::move(args));
+    return sandbox;
   }
 
   ~Sandbox() {
@@ -129,6 +123,36 @@ class Sandbox {
   }
 
  private:
+  struct Restored {};
+  explicit Sandbox(Restored) { prepare_paths(); }
+
+  void prepare_paths() {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dsec-sandbox-" + std::to_string(::getpid()) + "-" + std::to_string(++counter()));
+    std::filesystem::create_directories(dir_);
+    // Unix sockets cannot live on 9p (the test bed's /tmp): /run is a local tmpfs there.
+    const std::filesystem::path socket_dir = ::access("/run", W_OK) == 0 ? "/run" : dir_;
+    vsock_ = (socket_dir / ("dsec-sandbox-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(counter()) + ".vsock"))
+                 .string();
+    console_ = (dir_ / "console.log").string();
+  }
+
+  void launch(std::vector<std::string> args) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      const std::string log = (dir_ / "vmm.log").string();
+      std::freopen(log.c_str(), "w", stderr);
+      std::freopen("/dev/null", "r", stdin);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+
   static int& counter() {
     static int n = 0;
     return n;

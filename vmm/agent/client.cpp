@@ -107,6 +107,18 @@ Result<HealthReply> AgentClient::health() {
   return decode_health_reply(f.payload);
 }
 
+Status AgentClient::clone_sync(const CloneSyncRequest& req) {
+  const UniqueFd fd = DSEC_TRY(connector_());
+  const uint32_t id = next_id_++;
+  DSEC_TRY(send_frame(fd.get(), MessageType::kCloneSync, id, encode(req)));
+  FrameReader reader(fd.get());
+  const Frame f = DSEC_TRY(expect_frame(reader, "clone sync"));
+  if (f.type != MessageType::kOk) {
+    return unexpected_frame(f, "clone sync");
+  }
+  return ok();
+}
+
 Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdout,
                                      const Sink& on_stderr, std::span<const uint8_t> stdin_data) {
   const UniqueFd fd = DSEC_TRY(connector_());

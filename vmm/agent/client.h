@@ -32,6 +32,9 @@ class AgentClient {
   explicit AgentClient(Connector connector) : connector_(std::move(connector)) {}
 
   Result<HealthReply> health();
+  // Gives a restored clone's guest fresh entropy and the host's wall clock
+  // (CloneSyncRequest); before anything else runs in the clone.
+  Status clone_sync(const CloneSyncRequest& req);
   // Runs req; stdin_data (when req.stdin_open) is sent and then closed.
   Result<ExitStatus> exec(const ExecRequest& req, const Sink& on_stdout, const Sink& on_stderr,
                           std::span<const uint8_t> stdin_data = {});

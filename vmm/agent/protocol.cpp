@@ -28,6 +28,8 @@ std::optional<const char*> message_type_name(uint16_t type) {
       return "stdin-close";
     case MessageType::kWriteFile:
       return "write-file";
+    case MessageType::kCloneSync:
+      return "clone-sync";
     case MessageType::kReadFile:
       return "read-file";
     case MessageType::kFileData:
@@ -250,6 +252,30 @@ Result<HealthReply> decode_health_reply(std::span<const uint8_t> payload) {
   HealthReply m;
   m.agent_version = DSEC_TRY(r.string(256));
   m.uptime_ms = DSEC_TRY(r.u64());
+  DSEC_TRY(r.finish());
+  return m;
+}
+
+std::vector<uint8_t> encode(const CloneSyncRequest& m) {
+  WireWriter w;
+  w.u32(static_cast<uint32_t>(m.entropy.size()));
+  w.raw(m.entropy);
+  w.u64(m.realtime_ns);
+  return w.take();
+}
+
+Result<CloneSyncRequest> decode_clone_sync_request(std::span<const uint8_t> payload) {
+  WireReader r(payload, "clone-sync request");
+  CloneSyncRequest m;
+  const uint32_t size = DSEC_TRY(r.u32());
+  if (size < CloneSyncRequest::kMinEntropy || size > CloneSyncRequest::kMaxEntropy) {
+    return fail("clone-sync request: " + std::to_string(size) + " bytes of entropy, not " +
+                std::to_string(CloneSyncRequest::kMinEntropy) + " to " +
+                std::to_string(CloneSyncRequest::kMaxEntropy));
+  }
+  const auto entropy = DSEC_TRY(r.take(size, "entropy"));
+  m.entropy.assign(entropy.begin(), entropy.end());
+  m.realtime_ns = DSEC_TRY(r.u64());
   DSEC_TRY(r.finish());
   return m;
 }

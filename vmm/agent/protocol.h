@@ -38,6 +38,7 @@ enum class MessageType : uint16_t {
   kStdinClose = 0x0004,  // empty: end of stdin
   kWriteFile = 0x0005,   // WriteFileRequest, then kFileData..., kFileEnd; answered kOk or kError
   kReadFile = 0x0006,    // ReadFileRequest; answered kFileInfo, kFileData..., kFileEnd, or kError
+  kCloneSync = 0x0007,   // CloneSyncRequest; answered kOk or kError
   // both directions
   kFileData = 0x0010,  // raw bytes, at most kMaxChunk
   kFileEnd = 0x0011,   // empty
@@ -122,6 +123,18 @@ struct FileInfo {
   bool operator==(const FileInfo&) const = default;
 };
 
+// Sent by the host to a restored clone before anything else runs in it: fresh entropy for
+// the guest kernel's RNG (which the snapshot's guest had, as every clone of it has) and the
+// host's wall clock (which stood still in the snapshot).
+struct CloneSyncRequest {
+  static constexpr size_t kMinEntropy = 32;
+  static constexpr size_t kMaxEntropy = 512;
+  std::vector<uint8_t> entropy;  // kMinEntropy..kMaxEntropy bytes from the host's getrandom()
+  uint64_t realtime_ns = 0;      // the host's CLOCK_REALTIME when sent
+
+  bool operator==(const CloneSyncRequest&) const = default;
+};
+
 struct HealthReply {
   std::string agent_version;
   uint64_t uptime_ms = 0;
@@ -141,6 +154,7 @@ std::vector<uint8_t> encode(const WriteFileRequest& m);
 std::vector<uint8_t> encode(const ReadFileRequest& m);
 std::vector<uint8_t> encode(const FileInfo& m);
 std::vector<uint8_t> encode(const HealthReply& m);
+std::vector<uint8_t> encode(const CloneSyncRequest& m);
 std::vector<uint8_t> encode(const ErrorReply& m);
 
 // Each checks every bound and that the payload is consumed exactly.
@@ -150,6 +164,7 @@ Result<WriteFileRequest> decode_write_file_request(std::span<const uint8_t> payl
 Result<ReadFileRequest> decode_read_file_request(std::span<const uint8_t> payload);
 Result<FileInfo> decode_file_info(std::span<const uint8_t> payload);
 Result<HealthReply> decode_health_reply(std::span<const uint8_t> payload);
+Result<CloneSyncRequest> decode_clone_sync_request(std::span<const uint8_t> payload);
 Result<ErrorReply> decode_error_reply(std::span<const uint8_t> payload);
 
 }  // namespace dsec::agent

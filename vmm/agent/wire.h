@@ -54,9 +54,10 @@ class WireReader {
   std::span<const uint8_t> rest();
   // Fails unless every byte was read: trailing bytes mean a malformed payload.
   Status finish() const;
+  // The next n bytes, as they are; `field` names them in the error when fewer are left.
+  Result<std::span<const uint8_t>> take(size_t n, std::string_view field);
 
  private:
-  Result<std::span<const uint8_t>> take(size_t n, std::string_view field);
 
   std::span<const uint8_t> data_;
   size_t pos_ = 0;

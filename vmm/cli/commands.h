@@ -20,6 +20,13 @@ void add_smoke_command(CLI::App& app, CommandAction& action);
 void add_run_command(CLI::App& app, CommandAction& action,
                      std::chrono::steady_clock::time_point process_start);
 
+// `dsec-vmm restore`: a VM from a snapshot (restore.cpp).
+void add_restore_command(CLI::App& app, CommandAction& action,
+                         std::chrono::steady_clock::time_point process_start);
+// `dsec-vmm warm`: boot, set up and snapshot an image (warm.cpp).
+void add_warm_command(CLI::App& app, CommandAction& action,
+                      std::chrono::steady_clock::time_point process_start);
+
 // `dsec-vmm exec` and `dsec-vmm cp`: through a running guest's agent (exec.cpp).
 void add_exec_command(CLI::App& app, CommandAction& action);
 

@@ -46,6 +46,8 @@ int main(int argc, char** argv) try {
 
   dsec::cli::CommandAction action;
   dsec::cli::add_run_command(app, action, process_start);
+  dsec::cli::add_warm_command(app, action, process_start);
+  dsec::cli::add_restore_command(app, action, process_start);
   dsec::cli::add_smoke_command(app, action);
   dsec::cli::add_exec_command(app, action);
 

@@ -24,10 +24,6 @@ namespace dsec::machine {
 
 using namespace std::chrono_literals;
 
-namespace {
-
-// KVM's side of a new VM: the VM with its TSS, identity map, irqchip, PIT and memory
-// slots. It never touches the contents of guest memory.
 Result<std::pair<kvm::KvmSystem, kvm::Vm>> create_vm(const MachineConfig& config,
                                                      const GuestMemory& memory) {
   auto kvm = DSEC_TRY(kvm::KvmSystem::open(config.kvm_device));
@@ -64,8 +60,6 @@ Result<std::pair<kvm::KvmSystem, kvm::Vm>> create_vm(const MachineConfig& config
   return std::pair{std::move(kvm), std::move(vm)};
 }
 
-}  // namespace
-
 Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
   spdlog::debug("creating the VM");
   DSEC_TRY(validate(config));
@@ -85,17 +79,25 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
   // is unmapped (it is declared after it).
   Status loaded = ok();
   std::jthread loader([&] { loaded = image.write(memory); });
-  auto [kvm, vm] = DSEC_TRY(create_vm(config, memory));
+  auto created = create_vm(config, memory);
   loader.join();
   DSEC_TRY(loaded);
   spdlog::debug("kernel, initrd and boot data loaded");
+  auto [kvm, vm] = DSEC_TRY(std::move(created));
+  auto machine = DSEC_TRY(assemble(config, std::move(memory), std::move(kvm), std::move(vm)));
+  DSEC_TRY(machine->boot_vcpus(image.kernel()));
+  spdlog::debug("vCPUs set");
+  return machine;
+}
 
+Result<std::unique_ptr<Machine>> Machine::assemble(const MachineConfig& config,
+                                                   GuestMemory memory, kvm::KvmSystem kvm,
+                                                   kvm::Vm vm) {
   std::unique_ptr<Machine> machine(
       new Machine(config, std::move(memory), std::move(kvm), std::move(vm)));
   DSEC_TRY(machine->setup_devices());
   spdlog::debug("devices set");
-  DSEC_TRY(machine->setup_vcpus(image.kernel()));
-  spdlog::debug("vCPUs set");
+  DSEC_TRY(machine->create_vcpus());
   return machine;
 }
 
@@ -144,12 +146,22 @@ Status Machine::setup_devices() {
   return ok();
 }
 
-Status Machine::setup_vcpus(const x86_64::LoadedKernel& kernel) {
+Status Machine::create_vcpus() {
+  for (uint32_t id = 0; id < config_.vcpus; ++id) {
+    auto vcpu = DSEC_TRY(vm_.create_vcpu(id));
+    vcpus_.push_back(
+        std::make_unique<VcpuThread>(std::move(vcpu), pio_, mmio_, control_, profiler_.get()));
+  }
+  return ok();
+}
+
+Status Machine::boot_vcpus(const x86_64::LoadedKernel& kernel) {
   const auto supported = DSEC_TRY(kvm_.supported_cpuid());
   const bool tsc_deadline = DSEC_TRY(kvm_.check_extension(KVM_CAP_TSC_DEADLINE_TIMER)) > 0;
   const auto msrs = x86_64::boot_msrs();
-  for (uint32_t id = 0; id < config_.vcpus; ++id) {
-    auto vcpu = DSEC_TRY(vm_.create_vcpu(id));
+  for (auto& thread : vcpus_) {
+    kvm::Vcpu& vcpu = thread->vcpu();
+    const uint32_t id = vcpu.id();
     auto cpuid = DSEC_TRY(x86_64::vcpu_cpuid(
         supported,
         {.vcpu_index = id, .vcpu_count = config_.vcpus, .tsc_deadline_timer = tsc_deadline}));
@@ -161,8 +173,6 @@ Status Machine::setup_vcpus(const x86_64::LoadedKernel& kernel) {
       DSEC_TRY(vcpu.set_sregs(x86_64::boot_sregs(kernel.protocol, DSEC_TRY(vcpu.get_sregs()))));
       DSEC_TRY(vcpu.set_regs(x86_64::boot_regs(kernel)));
     }
-    vcpus_.push_back(
-        std::make_unique<VcpuThread>(std::move(vcpu), pio_, mmio_, control_, profiler_.get()));
   }
   return ok();
 }
@@ -205,6 +215,11 @@ Status Machine::start() {
       }
     }));
   }
+  if (virtio_ && restored_) {
+    // Before the vCPUs run: the driver may have queued work the snapshot's devices never
+    // took, and an interrupt it had not taken is raised again.
+    virtio_->resume();
+  }
   if (profiler_) {
     // Before the vCPU threads: their samples are timed from its start.
     profiler_->start();
@@ -245,6 +260,32 @@ void Machine::input_loop() {
       pending.assign(buffer.begin(), buffer.begin() + n);
     }
   }
+}
+
+void Machine::pause() {
+  if (control_.state() != RunState::kRunning) {
+    return;
+  }
+  control_.pause();
+  if (control_.state() != RunState::kPaused) {
+    return;  // the VM is ending
+  }
+  for (auto& vcpu : vcpus_) {
+    if (auto told = vcpu->vcpu().kvmclock_ctrl(); !told) {
+      spdlog::warn("pausing vCPU {}: {}", vcpu->vcpu().id(), told.error().message());
+    }
+  }
+}
+
+void Machine::resume() {
+  if (control_.state() != RunState::kPaused) {
+    return;
+  }
+  if (virtio_ && devices_quiesced_) {
+    virtio_->resume();
+  }
+  devices_quiesced_ = false;
+  control_.resume();
 }
 
 void Machine::stop(std::string why) {

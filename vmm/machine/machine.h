@@ -21,11 +21,30 @@
 #include "vmm/machine/guest_profiler.h"
 #include "vmm/machine/machine_config.h"
 #include "vmm/machine/run_control.h"
+#include "vmm/machine/snapshot_config.h"
 #include "vmm/machine/vcpu_thread.h"
 #include "vmm/machine/virtio_devices.h"
 #include "vmm/memory/guest_memory.h"
 
 namespace dsec::machine {
+
+// A snapshot's state file, read and checked (machine_snapshot.cpp).
+struct SnapshotState;
+
+// KVM's side of a new VM: the VM with its TSS, identity map, irqchip, PIT and memory
+// slots, one per region of `memory`. It never touches the contents of guest memory.
+Result<std::pair<kvm::KvmSystem, kvm::Vm>> create_vm(const MachineConfig& config,
+                                                     const GuestMemory& memory);
+
+// What one snapshot cost.
+struct SnapshotFigures {
+  uint64_t ram_bytes = 0;           // the memory file's size
+  uint64_t memory_written_bytes = 0;  // of it, non-zero pages written (the rest are holes)
+  uint64_t state_bytes = 0;
+  std::chrono::nanoseconds devices_quiesced{};  // from the call to devices at rest
+  std::chrono::nanoseconds state_saved{};       // vCPU, VM and device state captured
+  std::chrono::nanoseconds memory_written{};    // the memory file written
+};
 
 // Figures about one run, for benchmarks and logs.
 struct MachineMetrics {
@@ -40,6 +59,17 @@ class Machine {
   // Validates the config, loads the kernel and boot data into fresh guest memory, then
   // creates the VM, its devices and vCPUs. Nothing runs until start().
   static Result<std::unique_ptr<Machine>> create(const MachineConfig& config);
+  // Builds the VM of a snapshot (machine_snapshot.cpp): the state file at `state_path`
+  // and the memory file at `memory_path`, mapped copy-on-write, so that every clone of a
+  // snapshot shares its pages. The snapshot's configuration with `overrides` applied says
+  // what to build; `host` gives what a snapshot does not keep (console fds, the KVM
+  // device, the process start). Every section of the state file is read and checked
+  // before the first KVM call. Nothing runs until start(); with `paused`, start() leaves
+  // the vCPUs parked until resume().
+  static Result<std::unique_ptr<Machine>> restore(const std::string& state_path,
+                                                  const std::string& memory_path,
+                                                  const RestoreOverrides& overrides,
+                                                  const MachineConfig& host, bool paused);
 
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;
@@ -49,9 +79,19 @@ class Machine {
   Status start();
   // Blocks until the VM ends, joins every thread and returns why it ended.
   VmExit wait();
-  // Parks every vCPU outside KVM_RUN; resume() lets them go on.
-  void pause() { control_.pause(); }
-  void resume() { control_.resume(); }
+  // Parks every vCPU outside KVM_RUN, each with the I/O instruction it exited on finished,
+  // and tells the guest's kvmclock (KVM_KVMCLOCK_CTRL) so that its watchdogs forgive the
+  // pause. resume() serves the devices again (after a snapshot, every ready queue) and
+  // lets the vCPUs go on. Both are no-ops when the VM is not paused or running.
+  void pause();
+  void resume();
+  bool paused() const { return control_.state() == RunState::kPaused; }
+  // Whether the VM has ended (or is ending): wait() returns at once.
+  bool ended() const { return control_.exit_reason().has_value(); }
+  // Writes a snapshot of the paused VM: its state file to `state_path` and its guest
+  // memory to `memory_path` (machine_snapshot.cpp). The devices come to rest first (the
+  // vsock streams end with a transport reset); the VM stays paused.
+  Result<SnapshotFigures> snapshot(const std::string& state_path, const std::string& memory_path);
   // Ends the VM (idempotent). wait() then returns kStopped unless it had ended already.
   void stop(std::string why = "stop requested");
   // Logs where the VM's interrupts stand (each vCPU's and the IOAPIC's, read with the vCPUs
@@ -60,13 +100,23 @@ class Machine {
   void log_state();
 
   GuestMemory& memory() { return memory_; }
+  const MachineConfig& config() const { return config_; }
   MachineMetrics metrics() const;
 
  private:
   Machine(const MachineConfig& config, GuestMemory memory, kvm::KvmSystem kvm, kvm::Vm vm);
 
+  // The assembly a boot and a restore share, around a VM from create_vm(): the devices,
+  // and the vCPUs (created, not set up).
+  static Result<std::unique_ptr<Machine>> assemble(const MachineConfig& config,
+                                                   GuestMemory memory, kvm::KvmSystem kvm,
+                                                   kvm::Vm vm);
   Status setup_devices();
-  Status setup_vcpus(const x86_64::LoadedKernel& kernel);
+  Status create_vcpus();
+  // A boot's vCPU set-up: CPUID, MSRs, FPU, LAPIC, and the boot vCPU's registers.
+  Status boot_vcpus(const x86_64::LoadedKernel& kernel);
+  // A restore's: every vCPU's, the VM's and the devices' state from the snapshot.
+  Status restore_state(const SnapshotState& state);
   void on_guest_reset();
   void kick_all();
   void input_loop();
@@ -92,6 +142,8 @@ class Machine {
   UniqueFd input_stop_;  // eventfd that ends the console input thread
   std::thread input_thread_;
   bool joined_ = false;
+  bool devices_quiesced_ = false;  // by a snapshot: resume() serves them again
+  bool restored_ = false;          // start() serves the devices before the vCPUs run
   std::atomic<bool> started_{false};  // the vCPU threads are running
 };
 

@@ -58,7 +58,7 @@ uint64_t host_memory_bytes() {
 
 }  // namespace
 
-Status validate(const MachineConfig& config) {
+Status validate(const MachineConfig& config, BuildMode mode) {
   if (config.vcpus == 0 || config.vcpus > x86_64::kMaxVcpus) {
     return fail("--vcpus " + std::to_string(config.vcpus) + " is out of range",
                 "give 1 to " + std::to_string(x86_64::kMaxVcpus));
@@ -80,12 +80,14 @@ Status validate(const MachineConfig& config) {
   if (auto ram = x86_64::ram_regions(config.memory_mib * x86_64::kMiB); !ram) {
     return std::unexpected(ram.error().with_context("--memory"));
   }
-  if (config.kernel_path.empty()) {
-    return fail("no kernel given", "pass --kernel PATH");
-  }
-  DSEC_TRY(check_file(config.kernel_path, "kernel"));
-  if (!config.initrd_path.empty()) {
-    DSEC_TRY(check_file(config.initrd_path, "initrd"));
+  if (mode == BuildMode::kBoot) {
+    if (config.kernel_path.empty()) {
+      return fail("no kernel given", "pass --kernel PATH");
+    }
+    DSEC_TRY(check_file(config.kernel_path, "kernel"));
+    if (!config.initrd_path.empty()) {
+      DSEC_TRY(check_file(config.initrd_path, "initrd"));
+    }
   }
   for (const auto& drive : config.drives) {
     struct stat st {};

@@ -71,12 +71,16 @@ struct MachineConfig {
   std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
 };
 
+// What a config is checked for: a boot (a kernel, its command line) or a restore from a
+// snapshot (neither: the guest's memory has them).
+enum class BuildMode { kBoot, kRestore };
+
 // The checks that need no file contents: vCPU count, memory size and alignment against
 // what the host has, files that exist, the command line's length (with the parameters
 // that announce the virtio devices). Machine::create() then
 // loads the kernel and initrd into guest memory (is it a kernel, does the initrd fit?)
 // before its first KVM call.
-Status validate(const MachineConfig& config);
+Status validate(const MachineConfig& config, BuildMode mode = BuildMode::kBoot);
 
 // The command line the guest kernel gets: `cmdline` after the parameters that announce
 // the virtio devices.

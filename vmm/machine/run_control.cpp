@@ -37,6 +37,13 @@ void RunControl::pause() {
                 [&] { return state() != RunState::kPaused || parked_ + exited_ >= vcpu_count_; });
 }
 
+void RunControl::set_paused_before_start() {
+  std::lock_guard lock(mutex_);
+  if (state() == RunState::kRunning) {
+    set_state_locked(RunState::kPaused);
+  }
+}
+
 void RunControl::resume() {
   std::lock_guard lock(mutex_);
   if (state() == RunState::kPaused) {

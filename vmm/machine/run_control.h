@@ -33,6 +33,8 @@ class RunControl {
   // Blocks until every vCPU thread is parked (or the VM is stopping). No-op unless running.
   void pause();
   void resume();
+  // Before the vCPU threads start: they park at once, and pause() has nothing to wait for.
+  void set_paused_before_start();
 
   // For vCPU threads: parks while paused. Returns false when the thread must stop.
   bool wait_until_runnable();

@@ -90,8 +90,37 @@ void VcpuThread::loop() {
     if (!handle(*exit)) {
       return;
     }
-    if (control_.state() != RunState::kRunning) {
-      continue;
+    if (control_.state() == RunState::kPaused && !complete_pending_io()) {
+      return;
+    }
+  }
+}
+
+bool VcpuThread::complete_pending_io() {
+  // KVM finishes a port or MMIO instruction (an IN's or a read's result into its register,
+  // RIP past it) only when KVM_RUN is entered again. With immediate_exit set it does just
+  // that and returns EINTR without running guest code; a string instruction may exit once
+  // more for its next piece first. A vCPU parked before this would be saved mid-instruction,
+  // and its clone would repeat the I/O.
+  for (;;) {
+    vcpu_.set_immediate_exit(true);
+    auto exit = vcpu_.run();
+    if (!exit && exit.error().os_errno() == EAGAIN) {
+      vcpu_.set_immediate_exit(false);
+      return true;  // an application processor waiting for INIT/SIPI: nothing pending
+    }
+    if (!exit) {
+      control_.request_exit({VmExitKind::kKvmError, "vCPU " + std::to_string(vcpu_.id()) +
+                                                        " completing its I/O for a pause: " +
+                                                        exit.error().message()});
+      return false;
+    }
+    if (std::holds_alternative<kvm::InterruptedExit>(*exit)) {
+      vcpu_.set_immediate_exit(false);
+      return true;
+    }
+    if (!handle(*exit)) {
+      return false;
     }
   }
 }

@@ -35,6 +35,9 @@ class VcpuThread {
   void loop();
   // Handles one exit; returns false when the loop must end.
   bool handle(const kvm::VcpuExit& exit);
+  // For a pause: lets KVM finish the I/O instruction of the last exit without running the
+  // guest further. Returns false when the loop must end.
+  bool complete_pending_io();
 
   kvm::Vcpu vcpu_;
   const devices::Bus& pio_;

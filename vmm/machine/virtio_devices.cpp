@@ -3,12 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <future>
+#include <thread>
 
 #include "vmm/arch/x86_64/layout.h"
 #include "vmm/devices/virtio/block.h"
 #include "vmm/devices/virtio/mmio_cmdline.h"
 #include "vmm/devices/virtio/net/net.h"
 #include "vmm/devices/virtio/rng.h"
+#include "vmm/devices/virtio/transport_state_codec.h"
 #include "vmm/devices/virtio/vsock/vsock.h"
 
 namespace dsec::machine {
@@ -123,22 +126,130 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
     }
     DSEC_TRY(devices->add(memory, mmio, i, std::move(device)));
   }
-  devices->state_log_event_ = std::make_unique<io::EventFd>(DSEC_TRY(io::EventFd::create()));
-  DSEC_TRY(device_loop.add_fd_watch(devices->state_log_event_->fd(),
-                                    [d = devices.get()] { d->log_state(); }));
+  devices->posted_event_ = std::make_unique<io::EventFd>(DSEC_TRY(io::EventFd::create()));
+  DSEC_TRY(device_loop.add_fd_watch(devices->posted_event_->fd(),
+                                    [d = devices.get()] { d->run_posted_work(); }));
   return devices;
 }
 
 void VirtioDevices::request_state_log() {
-  // Fails only if the counter would overflow: a request is pending anyway.
-  static_cast<void>(state_log_event_->signal());
+  // Not run_on_loop(): a signal watcher must not wait for the loop.
+  {
+    const std::lock_guard lock(posted_mutex_);
+    posted_.emplace_back([this] { log_state(); });
+  }
+  // Fails only if the counter would overflow: a wake-up is pending anyway.
+  static_cast<void>(posted_event_->signal());
+}
+
+void VirtioDevices::run_posted_work() {
+  static_cast<void>(posted_event_->consume());
+  std::vector<std::function<void()>> work;
+  {
+    const std::lock_guard lock(posted_mutex_);
+    work.swap(posted_);
+  }
+  for (auto& w : work) {
+    w();
+  }
+}
+
+void VirtioDevices::run_on_loop(std::function<void()> work) {
+  if (!loop_thread_.running()) {
+    work();
+    return;
+  }
+  std::promise<void> done;
+  auto finished = done.get_future();
+  {
+    const std::lock_guard lock(posted_mutex_);
+    posted_.emplace_back([&work, &done] {
+      work();
+      done.set_value();
+    });
+  }
+  static_cast<void>(posted_event_->signal());
+  finished.wait();
 }
 
 void VirtioDevices::log_state() {
-  static_cast<void>(state_log_event_->consume());
   for (size_t i = 0; i < transports_.size(); ++i) {
     spdlog::info("virtio slot {}: {}", i, transports_[i]->describe());
   }
+}
+
+Status VirtioDevices::quiesce(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::vector<size_t> busy;
+    run_on_loop([&] {
+      for (size_t i = 0; i < transports_.size(); ++i) {
+        if (!transports_[i]->device().quiesce()) {
+          busy.push_back(i);
+        }
+      }
+    });
+    if (busy.empty()) {
+      return ok();
+    }
+    if (!loop_thread_.running() || std::chrono::steady_clock::now() >= deadline) {
+      return fail(fmt::format("virtio device in slot {} did not come to rest within {} ms (I/O "
+                              "still in flight)",
+                              busy.front(), timeout.count()),
+                  "its backing file or socket may be hung; try again, or stop the VM");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::vector<VirtioDevices::SlotState> VirtioDevices::save() const {
+  std::vector<SlotState> slots;
+  for (const auto& transport : transports_) {
+    slots.push_back({virtio::encode_transport_state(transport->state()),
+                     transport->device().save_state()});
+  }
+  return slots;
+}
+
+Status VirtioDevices::restore(std::span<const SlotState> slots) {
+  if (slots.size() != transports_.size()) {
+    return fail(fmt::format("the snapshot has {} virtio devices, this VM {}", slots.size(),
+                            transports_.size()),
+                "the state file is corrupt or does not match its configuration");
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const std::string where = fmt::format("virtio device {}", i);
+    auto& transport = *transports_[i];
+    if (auto taken = transport.device().restore_state(slots[i].device); !taken) {
+      return std::unexpected(taken.error().with_context(where));
+    }
+    auto state = virtio::decode_transport_state(slots[i].transport);
+    if (!state) {
+      return std::unexpected(state.error().with_context(where));
+    }
+    if (auto restored = transport.restore(*state); !restored) {
+      return std::unexpected(restored.error().with_context(where));
+    }
+  }
+  return ok();
+}
+
+void VirtioDevices::resume() {
+  run_on_loop([this] {
+    for (size_t i = 0; i < transports_.size(); ++i) {
+      auto& transport = *transports_[i];
+      transport.device().resume_after_quiesce();
+      const auto state = transport.state();
+      for (size_t q = 0; q < state.queues.size(); ++q) {
+        if (state.queues[q].ready) {
+          transport.notify(static_cast<uint32_t>(q));
+        }
+      }
+      if (state.interrupt_status != 0) {
+        static_cast<void>(irq_events_[i]->signal());
+      }
+    }
+  });
 }
 
 Status VirtioDevices::add(GuestMemory& memory, devices::Bus& mmio, size_t index,

@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <functional>
+#include <mutex>
+#include <span>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +69,30 @@ class VirtioDevices {
   // for its next start.
   void request_state_log();
 
+  // Runs `work` on the event-loop thread, between two pieces of device work, and waits
+  // for it; runs it at once while the loop thread is not running. Any thread but the
+  // loop's.
+  void run_on_loop(std::function<void()> work);
+
+  // Snapshots, with the vCPUs parked. quiesce() brings every device to rest
+  // (VirtioDevice::quiesce), letting the loop turn until they are, for at most `timeout`.
+  Status quiesce(std::chrono::milliseconds timeout);
+  // One slot's state: its transport's (encoded TransportState) and its device's own.
+  struct SlotState {
+    std::vector<uint8_t> transport;
+    std::vector<uint8_t> device;
+  };
+  // Every slot's state, in slot order; on the loop thread (inside run_on_loop) or while
+  // the loop is not running.
+  std::vector<SlotState> save() const;
+  // Before start(), on devices created from the snapshot's configuration: each device
+  // takes its state (and checks it still fits), then its transport, which reactivates it.
+  Status restore(std::span<const SlotState> slots);
+  // After a snapshot, or before the vCPUs of a restored VM run: the devices take work
+  // again, every ready queue is served (the driver may have queued work the device never
+  // saw) and an interrupt the driver had not taken is raised again.
+  void resume();
+
   size_t size() const { return transports_.size(); }
   virtio::MmioTransport& transport(size_t index) { return *transports_.at(index); }
 
@@ -75,6 +102,7 @@ class VirtioDevices {
   Status add(GuestMemory& memory, devices::Bus& mmio, size_t slot,
              std::unique_ptr<virtio::VirtioDevice> device);
   void log_state();  // on the loop thread
+  void run_posted_work();  // on the loop thread
 
   kvm::Vm& vm_;
   // First, so that it is destroyed last: the devices use it until they are gone. Its
@@ -85,8 +113,11 @@ class VirtioDevices {
   // The transports' interrupt lines hold these too (a transport lives on in the bus).
   std::vector<std::shared_ptr<const io::EventFd>> irq_events_;
   std::vector<std::unique_ptr<io::EventFd>> queue_events_;
-  // Signalled by request_state_log(); its watch on the loop does the logging.
-  std::unique_ptr<io::EventFd> state_log_event_;
+  // Work for the loop thread (run_on_loop, request_state_log): signalled, its watch runs
+  // what was posted.
+  std::unique_ptr<io::EventFd> posted_event_;
+  std::mutex posted_mutex_;
+  std::vector<std::function<void()>> posted_;
   // KVM registrations to undo, in reverse order.
   std::vector<std::function<void()>> unregister_;
 };

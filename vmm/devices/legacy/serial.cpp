@@ -1,4 +1,7 @@
 #include "vmm/devices/legacy/serial.h"
+#include "vmm/snapshot/byte_codec.h"
+
+#include <array>
 
 #include <algorithm>
 #include <utility>
@@ -260,6 +263,38 @@ uint8_t Serial::interrupt_identification() const {
     return kIirModemStatus;
   }
   return kIirNone;
+}
+
+std::vector<uint8_t> Serial::save_state() const {
+  const std::lock_guard lock(mutex_);
+  snapshot::ByteWriter out;
+  for (uint8_t value : {ier_, lcr_, mcr_, scr_, dll_, dlm_, msr_deltas_}) {
+    out.put(value);
+  }
+  out.put<uint8_t>(fifo_enabled_ ? 1 : 0);
+  out.put<uint8_t>(thr_empty_pending_ ? 1 : 0);
+  return out.take();
+}
+
+Status Serial::restore_state(std::span<const uint8_t> bytes) {
+  snapshot::ByteReader in(bytes);
+  std::array<uint8_t, 9> v{};
+  for (auto& value : v) {
+    value = DSEC_TRY(in.get<uint8_t>("serial port registers"));
+  }
+  DSEC_TRY(in.expect_end("serial port state"));
+  const std::lock_guard lock(mutex_);
+  ier_ = v[0];
+  lcr_ = v[1];
+  mcr_ = v[2];
+  scr_ = v[3];
+  dll_ = v[4];
+  dlm_ = v[5];
+  msr_deltas_ = v[6] & 0x0f;
+  fifo_enabled_ = v[7] != 0;
+  thr_empty_pending_ = v[8] != 0;
+  update_interrupt();
+  return ok();
 }
 
 void Serial::update_interrupt() {

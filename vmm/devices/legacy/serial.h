@@ -7,7 +7,9 @@
 #include <functional>
 #include <mutex>
 #include <span>
+#include <vector>
 
+#include "vmm/common/error.h"
 #include "vmm/devices/bus_device.h"
 
 namespace dsec::devices {
@@ -63,6 +65,11 @@ class Serial final : public BusDevice {
   size_t input_space() const;
   // The interrupt output's current level.
   bool interrupt_raised() const;
+
+  // Snapshots: the registers the guest's driver set (not the received bytes, which are
+  // the host's console input). restore_state() takes bytes from a state file: checked.
+  std::vector<uint8_t> save_state() const;
+  Status restore_state(std::span<const uint8_t> bytes);
 
  private:
   // All private members below run with mutex_ held.

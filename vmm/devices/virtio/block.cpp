@@ -20,6 +20,7 @@
 #include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/device_signals.h"
 #include "vmm/devices/virtio/virtio_spec.h"
+#include "vmm/snapshot/byte_codec.h"
 
 namespace dsec::virtio {
 namespace {
@@ -98,7 +99,7 @@ struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
 
   const std::string path;
   const UniqueFd fd;
-  const BlockDeviceState state;
+  BlockDeviceState state;  // its id may be replaced by a snapshot's, before activation
   GuestMemory& memory;
   io::EventLoop& loop;
   BlockLimits limits;
@@ -112,6 +113,7 @@ struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
   uint64_t generation = 0;
   std::size_t in_flight = 0;
   bool throttled = false;  // chains were left in the ring at kMaxInFlight
+  bool quiescing = false;  // a snapshot is being taken: no new chain is taken
   // Guest-triggered lines: requests refused (debug), and faults (warnings).
   LogRateLimiter refusal_log;
   LogRateLimiter fault_log;
@@ -121,7 +123,7 @@ struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
 // requests are in flight. Returns true if it returned any chain to the used ring.
 bool VirtioBlock::Core::process_queue() {
   throttled = false;
-  if (queue == nullptr || !queue->state().ready || queue->state().broken) {
+  if (queue == nullptr || quiescing || !queue->state().ready || queue->state().broken) {
     return false;
   }
   bool returned = false;
@@ -409,6 +411,52 @@ const std::string& VirtioBlock::path() const {
 
 const BlockDeviceState& VirtioBlock::state() const {
   return core_->state;
+}
+
+bool VirtioBlock::quiesce() {
+  const std::lock_guard lock(core_->mutex);
+  core_->quiescing = true;
+  return core_->in_flight == 0;
+}
+
+void VirtioBlock::resume_after_quiesce() {
+  const std::lock_guard lock(core_->mutex);
+  core_->quiescing = false;
+  if (core_->process_queue()) {
+    core_->signal_if_wanted();
+  }
+}
+
+std::vector<uint8_t> VirtioBlock::save_state() const {
+  const std::lock_guard lock(core_->mutex);
+  snapshot::ByteWriter out;
+  out.put(core_->state.capacity_sectors);
+  out.put<uint8_t>(core_->state.read_only ? 1 : 0);
+  out.put(core_->state.id);
+  return out.take();
+}
+
+Status VirtioBlock::restore_state(std::span<const uint8_t> bytes) {
+  snapshot::ByteReader in(bytes);
+  const auto capacity = DSEC_TRY(in.get<uint64_t>("virtio-blk capacity"));
+  const auto read_only = DSEC_TRY(in.get<uint8_t>("virtio-blk read-only flag"));
+  const auto id = DSEC_TRY(in.get<decltype(BlockDeviceState::id)>("virtio-blk id"));
+  DSEC_TRY(in.expect_end("virtio-blk state"));
+  const std::lock_guard lock(core_->mutex);
+  if (capacity != core_->state.capacity_sectors) {
+    return fail(fmt::format("drive {} has {} sectors of 512 bytes, but the snapshot's guest saw a "
+                            "disk of {} sectors",
+                            core_->path, core_->state.capacity_sectors, capacity),
+                "give the restore a drive of the same size as the one snapshotted");
+  }
+  if ((read_only != 0) != core_->state.read_only) {
+    return fail(fmt::format("drive {} is {}, but the snapshot's guest saw it {}", core_->path,
+                            core_->state.read_only ? "read-only" : "writable",
+                            read_only != 0 ? "read-only" : "writable"),
+                "restore it with the same read-only setting as when it was snapshotted");
+  }
+  core_->state.id = id;  // what the guest read with GET_ID stays its disk's id
+  return ok();
 }
 
 std::size_t VirtioBlock::requests_in_flight() const {

@@ -87,6 +87,12 @@ class VirtioBlock final : public VirtioDevice {
                   std::shared_ptr<VirtioInterrupt> interrupt) override;
   void reset() override;
   void notify(uint16_t queue) override;
+  // Snapshots: stops taking chains and waits for the requests in flight; the state is
+  // BlockDeviceState, checked at restore against the drive given then.
+  bool quiesce() override;
+  void resume_after_quiesce() override;
+  std::vector<uint8_t> save_state() const override;
+  Status restore_state(std::span<const uint8_t> bytes) override;
 
   const std::string& path() const;
   const BlockDeviceState& state() const;

@@ -73,6 +73,11 @@ class VirtQueue {
   // to pop until nullopt, and wait for the next notification.
   Result<std::optional<DescriptorChain>> pop(GuestMemory& memory);
 
+  // The avail idx the driver last published (bounds-checked read of its ring).
+  Result<uint16_t> driver_avail_idx(const GuestMemory& memory) const {
+    return read_avail_idx(memory);
+  }
+
   // Returns chain `head` to the driver with `len` bytes written to its writable buffers.
   Status add_used(GuestMemory& memory, uint16_t head, uint32_t len);
 

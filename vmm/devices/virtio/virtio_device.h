@@ -56,6 +56,25 @@ class VirtioDevice {
   // Called on the event-loop thread.
   virtual std::string describe_state() const { return {}; }
 
+  // Snapshots. All of these run on the event-loop thread, with the vCPUs parked.
+  //
+  // Brings the device to rest: it takes no new chain from its queues, and finishes or
+  // gives back what it holds, so that guest memory, the transport's state and
+  // save_state() are the whole device. Returns false while it must wait (block: requests
+  // in flight); the caller lets the loop turn and asks again. Called on an inactive device
+  // too.
+  virtual bool quiesce() { return true; }
+  // Takes work again after a snapshot (or a failed one) and serves what the driver queued
+  // meanwhile; the caller then notifies every ready queue.
+  virtual void resume_after_quiesce() {}
+  // The device's own state beyond the transport's (what the guest read of its
+  // configuration, counters it must keep), as bytes for the state file.
+  virtual std::vector<uint8_t> save_state() const { return {}; }
+  // On a freshly created device, before its transport is restored: checks that the
+  // device still fits what the guest saw (a disk's size) and takes the counters. The bytes
+  // come from a state file: hostile.
+  virtual Status restore_state(std::span<const uint8_t> /*state*/) { return ok(); }
+
  protected:
   VirtioDevice() = default;
   VirtioDevice(const VirtioDevice&) = default;

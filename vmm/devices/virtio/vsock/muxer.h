@@ -75,6 +75,9 @@ class Muxer {
   Result<uint32_t> fill_rx(GuestMemory& memory, const DescriptorChain& chain);
 
   size_t connection_count() const { return entries_.size(); }
+  // The next port a host-initiated stream gets; a snapshot keeps it.
+  uint32_t next_local_port() const { return next_local_port_; }
+  void set_next_local_port(uint32_t port) { next_local_port_ = port; }
   // Each stream (Connection::describe, with what waits in the VMM for the host socket and
   // whether that socket is polled) and the packets owed to the guest, one per line.
   std::string describe() const;

@@ -5,13 +5,15 @@
 #include <array>
 #include <cstring>
 
+#include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/device_signals.h"
 #include "vmm/devices/virtio/vsock/packet.h"
+#include "vmm/snapshot/byte_codec.h"
 
 namespace dsec::virtio {
 
-VirtioVsock::VirtioVsock(uint64_t guest_cid, GuestMemory& memory)
-    : guest_cid_(guest_cid), memory_(memory) {}
+VirtioVsock::VirtioVsock(uint64_t guest_cid, GuestMemory& memory, io::EventLoop& loop)
+    : guest_cid_(guest_cid), memory_(memory), loop_(loop) {}
 
 Result<std::unique_ptr<VirtioVsock>> VirtioVsock::create(uint64_t guest_cid,
                                                          const std::string& uds_path,
@@ -20,7 +22,7 @@ Result<std::unique_ptr<VirtioVsock>> VirtioVsock::create(uint64_t guest_cid,
     return fail("vsock: guest CID " + std::to_string(guest_cid) + " is reserved or too large",
                 "choose a CID from 3 to 4294967294");
   }
-  std::unique_ptr<VirtioVsock> device(new VirtioVsock(guest_cid, memory));
+  std::unique_ptr<VirtioVsock> device(new VirtioVsock(guest_cid, memory, loop));
   VirtioVsock* self = device.get();
   device->dispatch_ = DSEC_TRY(LoopDispatch::create(
       loop, device->mutex_, [self](uint16_t queue) { self->serve(queue); },
@@ -35,6 +37,9 @@ Result<std::unique_ptr<VirtioVsock>> VirtioVsock::create(uint64_t guest_cid,
 VirtioVsock::~VirtioVsock() {
   dispatch_.reset();
   const std::lock_guard lock(mutex_);
+  if (reset_poll_) {
+    (void)loop_.cancel_timer(*reset_poll_);
+  }
   muxer_.reset();
 }
 
@@ -116,8 +121,8 @@ void VirtioVsock::serve(uint16_t queue) {
       process_rx();
       break;
     default:
-      // The event queue holds the driver's buffers for transport events, which this
-      // device sends none of yet.
+      // The event queue: the driver gave back buffers, maybe the one of a transport reset.
+      process_rx();
       break;
   }
 }
@@ -140,7 +145,7 @@ Result<uint32_t> VirtioVsock::forward_tx(const DescriptorChain& chain) {
 }
 
 void VirtioVsock::process_rx() {
-  if (!interrupt_) {
+  if (!interrupt_ || !reset_taken()) {
     return;
   }
   VirtQueue& q = queues_[kRxQueue];
@@ -181,6 +186,107 @@ void VirtioVsock::process_rx() {
   if (returned) {
     signal_used(q);
   }
+}
+
+bool VirtioVsock::reset_taken() {
+  if (!reset_event_avail_) {
+    return true;
+  }
+  const auto avail = queues_[kEventQueue].driver_avail_idx(memory_);
+  if ((avail && *avail != *reset_event_avail_) ||
+      std::chrono::steady_clock::now() >= reset_ack_deadline_) {
+    reset_event_avail_.reset();
+    return true;
+  }
+  if (!reset_poll_) {
+    // The driver need not notify for the buffer it gives back: look again shortly.
+    auto timer = loop_.add_timer(std::chrono::milliseconds(2), [this] {
+      const std::lock_guard lock(mutex_);
+      reset_poll_.reset();
+      process_rx();
+    });
+    if (timer) {
+      reset_poll_ = *timer;
+    }
+  }
+  return false;
+}
+
+bool VirtioVsock::send_transport_reset() {
+  VirtQueue& q = queues_[kEventQueue];
+  auto popped = q.pop(memory_);
+  if (!popped || !*popped) {
+    return false;
+  }
+  const DescriptorChain& chain = **popped;
+  // struct virtio_vsock_event { le32 id; }: VIRTIO_VSOCK_EVENT_TRANSPORT_RESET is 0.
+  const std::array<uint8_t, 4> event{};
+  const bool written = write_buffers(memory_, chain.writable, event).has_value();
+  if (auto added = q.add_used(memory_, chain.head, written ? 4 : 0); !added) {
+    report_broken(added.error());
+    return false;
+  }
+  signal_used(q);
+  return written;
+}
+
+bool VirtioVsock::quiesce() {
+  const std::lock_guard lock(mutex_);
+  if (!interrupt_) {
+    return true;  // not active: nothing the guest could see
+  }
+  if (held_rx_) {
+    // The chain was the last one popped from rx: give it back to the ring.
+    --queues_[kRxQueue].state().next_avail;
+    held_rx_.reset();
+  }
+  muxer_->deactivate();
+  muxer_->purge();
+  if (!reset_event_avail_) {
+    const auto avail = queues_[kEventQueue].driver_avail_idx(memory_);
+    if (send_transport_reset() && avail) {
+      reset_event_avail_ = *avail;
+      reset_ack_deadline_ = std::chrono::steady_clock::now() + kResetAckTimeout;
+    } else {
+      spdlog::warn(
+          "virtio-vsock: the guest has no event buffer for the transport reset of a snapshot: "
+          "its connections will not be reset");
+    }
+  }
+  return true;
+}
+
+void VirtioVsock::resume_after_quiesce() {
+  const std::lock_guard lock(mutex_);
+  if (interrupt_) {
+    reset_ack_deadline_ = std::chrono::steady_clock::now() + kResetAckTimeout;
+    muxer_->activate();
+  }
+}
+
+std::vector<uint8_t> VirtioVsock::save_state() const {
+  const std::lock_guard lock(mutex_);
+  snapshot::ByteWriter out;
+  out.put(muxer_->next_local_port());
+  out.put<uint8_t>(reset_event_avail_ ? 1 : 0);
+  out.put<uint16_t>(reset_event_avail_.value_or(0));
+  return out.take();
+}
+
+Status VirtioVsock::restore_state(std::span<const uint8_t> bytes) {
+  snapshot::ByteReader in(bytes);
+  const auto port = DSEC_TRY(in.get<uint32_t>("virtio-vsock local port counter"));
+  const auto awaiting = DSEC_TRY(in.get<uint8_t>("virtio-vsock reset flag"));
+  const auto avail = DSEC_TRY(in.get<uint16_t>("virtio-vsock reset event index"));
+  DSEC_TRY(in.expect_end("virtio-vsock state"));
+  const std::lock_guard lock(mutex_);
+  muxer_->set_next_local_port(port);
+  if (awaiting != 0) {
+    reset_event_avail_ = avail;
+    // Counted from the restore: the clone's guest has not run since.
+    reset_ack_deadline_ = std::chrono::steady_clock::now() + kResetAckTimeout;
+  }
+  return ok();
 }
 
 void VirtioVsock::signal_used(VirtQueue& queue) {

@@ -13,11 +13,17 @@
 // destroyed on the loop thread or while the loop is not running.
 //
 // Snapshots: what the guest can see of the device is the CID (config space) and the
-// queues (the transport's QueueState); both are plain values. Streams are not saved: as
-// in Firecracker, a restored device starts with none, and the host's connections to the
-// old VM end.
+// queues (the transport's QueueState). Streams are not saved: quiesce() gives back a held
+// rx chain, ends every stream and sends the guest VIRTIO_VSOCK_EVENT_TRANSPORT_RESET, so
+// that the snapshot's guest (and the running one) drops its connections, keeps its
+// listeners and re-reads its CID, which a restore may therefore change. Until the guest
+// has taken that event (it gives the event buffer back), nothing goes to its rx queue, or
+// a new host connection could reach it before the reset and be dropped by it
+// (Firecracker issues 5882 and 6100). The counter of host-side ports is saved, so that a
+// clone does not reuse a port its guest still remembers (Firecracker 5688).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -48,6 +54,7 @@ class VirtioVsock final : public VirtioDevice {
   static constexpr uint16_t kQueueSize = 256;
   static constexpr uint16_t kEventQueueSize = 64;
   static constexpr uint64_t kConfigSize = 8;  // le64 guest_cid
+  static constexpr std::chrono::milliseconds kResetAckTimeout{2000};
 
   // Listens on `uds_path` (which must not exist yet) and registers the device's watches on
   // `loop`: call it on the loop's thread, or before the loop runs. `guest_cid` must be in
@@ -71,6 +78,10 @@ class VirtioVsock final : public VirtioDevice {
   void reset() override;
   void notify(uint16_t queue) override;
   std::string describe_state() const override;
+  bool quiesce() override;
+  void resume_after_quiesce() override;
+  std::vector<uint8_t> save_state() const override;
+  Status restore_state(std::span<const uint8_t> bytes) override;
 
   uint64_t guest_cid() const { return guest_cid_; }
   const std::string& uds_path() const;
@@ -78,7 +89,7 @@ class VirtioVsock final : public VirtioDevice {
   size_t connection_count() const;
 
  private:
-  VirtioVsock(uint64_t guest_cid, GuestMemory& memory);
+  VirtioVsock(uint64_t guest_cid, GuestMemory& memory, io::EventLoop& loop);
 
   // With mutex_ held, on the loop thread.
   void purge_if_reset();
@@ -89,9 +100,14 @@ class VirtioVsock final : public VirtioDevice {
   void process_rx();
   void signal_used(VirtQueue& queue);
   void report_broken(const Error& error);
+  // The transport reset of a snapshot: into the event queue; false if it has no buffer.
+  bool send_transport_reset();
+  // Whether rx may flow: no reset event is waiting for the guest to take it.
+  bool reset_taken();
 
   const uint64_t guest_cid_;
   GuestMemory& memory_;
+  io::EventLoop& loop_;
 
   mutable std::mutex mutex_;
   std::unique_ptr<LoopDispatch> dispatch_;
@@ -102,6 +118,13 @@ class VirtioVsock final : public VirtioDevice {
   // An rx chain popped for a packet that turned out not to be owed (the host socket had
   // nothing after all): the next packet goes there.
   std::optional<DescriptorChain> held_rx_;
+  // A transport reset sent (or, after a restore, sent by the snapshot) that the guest has
+  // not taken yet: the event queue's avail idx when it was sent, which moves once the
+  // driver gives the buffer back. Until then rx waits, re-checked by a short timer, for
+  // at most kResetAckTimeout.
+  std::optional<uint16_t> reset_event_avail_;
+  std::chrono::steady_clock::time_point reset_ack_deadline_;
+  std::optional<io::TimerId> reset_poll_;
   LogRateLimiter log_limiter_;
 };
 

@@ -1,0 +1,181 @@
+// Snapshots end to end: a warm image (`dsec-vmm warm`) of the default image with a process
+// and a file made before the snapshot, restored as clones (`dsec-vmm restore`) that go on
+// from where the snapshot stood, diverge from each other, and each get their own entropy
+// and the host's clock.
+#include <time.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "tests/support/dsec_vmm.h"
+#include "tests/support/sandbox.h"
+
+namespace dsec::test {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr auto kReadyDeadline = std::chrono::seconds(300);
+
+// Started before the snapshot: a counter in /tmp that goes up every 100 ms, detached from
+// the agent's exec (its own session, output nowhere).
+constexpr const char* kCounterSetup =
+    "echo warm-file > /tmp/warm.txt; "
+    "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done' "
+    ">/dev/null 2>&1 </dev/null &";
+
+struct WarmImage {
+  std::filesystem::path dir;
+  std::chrono::system_clock::time_point taken;
+  std::string failure;  // empty when it was made
+};
+
+// One warm image for the whole test binary, made by the first test that asks.
+const WarmImage& warm_image() {
+  static WarmImage image;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // On a local file system: in the test bed /tmp is the host's, over 9p, whose pages a
+    // clone would read through 9p; /run is a tmpfs there.
+    const std::filesystem::path base =
+        ::access("/run", W_OK) == 0 ? "/run" : std::filesystem::temp_directory_path();
+    image.dir = base / ("dsec-warm-" + std::to_string(::getpid()));
+    const auto out = run_vmm({"warm", "--out", image.dir.string(), "--vcpus", "2", "--memory",
+                              "256", "--exec", kCounterSetup, "--console",
+                              (std::filesystem::temp_directory_path() /
+                               ("dsec-warm-console-" + std::to_string(::getpid())))
+                                  .string()},
+                             std::chrono::seconds(300));
+    image.taken = std::chrono::system_clock::now();
+    if (out.exit_status != 0) {
+      image.failure = "dsec-vmm warm failed: " + out.describe();
+    }
+  });
+  return image;
+}
+
+struct Output {
+  std::string out;
+  Result<agent::ExitStatus> status = agent::ExitStatus{};
+};
+
+Output sh(Sandbox& vm, const std::string& command) {
+  Output o;
+  auto client = vm.client();
+  agent::ExecRequest req;
+  req.argv = {"/bin/sh", "-c", command};
+  req.timeout_ms = 60000;
+  o.status = client.exec(
+      req, [&](std::span<const uint8_t> b) { o.out.append(b.begin(), b.end()); return ok(); },
+      [&](std::span<const uint8_t> b) { o.out.append(b.begin(), b.end()); return ok(); });
+  return o;
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::unique_ptr<Sandbox> ready_clone() {
+  const auto& image = warm_image();
+  if (!image.failure.empty()) {
+    ADD_FAILURE() << image.failure;
+    return nullptr;
+  }
+  auto vm = Sandbox::restore(image.dir);
+  std::string why;
+  if (!vm->wait_ready(kReadyDeadline, why)) {
+    ADD_FAILURE() << "the clone did not become ready: " << why;
+    return nullptr;
+  }
+  return vm;
+}
+
+TEST(Snapshot, AFileAndARunningProcessFromBeforeTheSnapshotAreThereAfterRestore) {
+  auto vm = ready_clone();
+  ASSERT_TRUE(vm);
+  auto file = sh(*vm, "cat /tmp/warm.txt");
+  ASSERT_TRUE(file.status && file.status->code == 0) << file.out << vm->describe();
+  EXPECT_EQ(trimmed(file.out), "warm-file");
+  auto first = sh(*vm, "cat /tmp/counter");
+  ASSERT_TRUE(first.status) << vm->describe();
+  std::this_thread::sleep_for(1500ms);
+  auto second = sh(*vm, "cat /tmp/counter");
+  ASSERT_TRUE(second.status) << vm->describe();
+  const long a = std::stol(trimmed(first.out));
+  const long b = std::stol(trimmed(second.out));
+  EXPECT_GT(a, 0) << "the counter started before the snapshot";
+  EXPECT_GT(b, a) << "the counter goes on after the restore\n" << vm->describe();
+  // cp works on the clone too.
+  auto wrote = sh(*vm, "head -c 100000 /dev/zero | tr '\\0' x > /tmp/big && wc -c < /tmp/big");
+  ASSERT_TRUE(wrote.status) << vm->describe();
+  EXPECT_EQ(trimmed(wrote.out), "100000");
+}
+
+TEST(Snapshot, TwoClonesOfOneSnapshotRunAtOnceAndDiverge) {
+  auto one = ready_clone();
+  auto two = ready_clone();
+  ASSERT_TRUE(one && two);
+  ASSERT_TRUE(sh(*one, "echo one > /tmp/mine").status);
+  ASSERT_TRUE(sh(*two, "echo two > /tmp/mine").status);
+  EXPECT_EQ(trimmed(sh(*one, "cat /tmp/mine").out), "one");
+  EXPECT_EQ(trimmed(sh(*two, "cat /tmp/mine").out), "two");
+  // What each started from is the snapshot's, whatever the other wrote.
+  EXPECT_EQ(trimmed(sh(*one, "cat /tmp/warm.txt").out), "warm-file");
+  EXPECT_EQ(trimmed(sh(*two, "cat /tmp/warm.txt").out), "warm-file");
+}
+
+TEST(Snapshot, ClonesDrawDifferentRandomBytesAndRunOnTheHostsClock) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  // A snapshot more than a minute old: its guest's clock stood still for that long.
+  const auto old_enough = image.taken + 61s;
+  if (std::chrono::system_clock::now() < old_enough) {
+    std::this_thread::sleep_until(old_enough);
+  }
+  auto one = ready_clone();
+  auto two = ready_clone();
+  ASSERT_TRUE(one && two);
+  const std::string random = "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'";
+  const auto r1 = sh(*one, random);
+  const auto r2 = sh(*two, random);
+  ASSERT_TRUE(r1.status && r2.status);
+  EXPECT_EQ(trimmed(r1.out).size(), 64u) << r1.out;
+  EXPECT_NE(r1.out, r2.out) << "two clones drew the same bytes from /dev/urandom";
+  for (auto* vm : {one.get(), two.get()}) {
+    const auto guest = sh(*vm, "date +%s");
+    ASSERT_TRUE(guest.status) << vm->describe();
+    const long host = static_cast<long>(::time(nullptr));
+    EXPECT_LE(std::labs(std::stol(trimmed(guest.out)) - host), 1)
+        << "the clone's wall clock is " << guest.out << ", the host's " << host;
+  }
+}
+
+TEST(Snapshot, RestoreRefusesAMissingOrCorruptSnapshotWithAClearError) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  const auto bad = std::filesystem::temp_directory_path() / ("dsec-bad-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(bad);
+  std::filesystem::copy_file(image.dir / "state", bad / "state");
+  // A memory file shorter than the state says: refused before anything runs.
+  {
+    FILE* f = std::fopen((bad / "memory").c_str(), "w");
+    ASSERT_TRUE(f);
+    std::fclose(f);
+  }
+  auto out = run_vmm({"restore", bad.string(), "--vsock", "/run/dsec-bad.vsock"}, 60s);
+  EXPECT_EQ(out.exit_status, 1) << out.describe();
+  EXPECT_THAT(out.err, HasSubstr("memory")) << out.describe();
+  std::filesystem::remove_all(bad);
+}
+
+}  // namespace
+}  // namespace dsec::test

@@ -1,0 +1,145 @@
+// `dsec-vmm restore`: starts a VM from a snapshot, a copy-on-write clone of its memory.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "vmm/agent/readiness.h"
+#include "vmm/cli/cli11.h"
+#include "vmm/cli/commands.h"
+#include "vmm/cli/serve_vm.h"
+#include "vmm/cli/vm_options.h"
+#include "vmm/machine/machine.h"
+
+namespace dsec::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct RestoreOptions {
+  std::string snapshot_dir;
+  std::string vsock;  // empty: the snapshot's socket path
+  std::optional<uint64_t> vsock_cid;
+  std::string net;
+  std::vector<std::string> drives;
+  std::string console;
+  std::string metrics_file;
+  double agent_timeout_s = 30;
+};
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+Result<machine::RestoreOverrides> overrides_of(const RestoreOptions& o) {
+  machine::RestoreOverrides overrides;
+  if (!o.vsock.empty()) {
+    overrides.vsock_uds_path = o.vsock;
+  }
+  overrides.vsock_guest_cid = o.vsock_cid;
+  if (!o.net.empty()) {
+    const auto net = DSEC_TRY(parse_net(o.net));
+    overrides.net_tap = net.tap;
+    if (!net.host_cidr.empty()) {
+      overrides.net_host_cidr = net.host_cidr;
+    }
+    if (!net.mac.empty()) {
+      overrides.net_mac = net.mac;
+    }
+  }
+  for (const auto& d : o.drives) {
+    overrides.drive_paths.emplace_back(d);
+  }
+  return overrides;
+}
+
+int restore_main(const RestoreOptions& options, Clock::time_point process_start) {
+  auto overrides = overrides_of(options);
+  if (!overrides) {
+    (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", overrides.error().message().c_str());
+    return 1;
+  }
+  auto console = open_console(options.console);
+  if (!console) {
+    (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", console.error().message().c_str());
+    return 1;
+  }
+  machine::MachineConfig host;
+  host.process_start = process_start;
+  if (*console) {
+    host.console_output_fd = console->get();
+  }
+  host.console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
+  const std::filesystem::path dir(options.snapshot_dir);
+  auto built = Clock::now();
+  auto build = [&] {
+    auto vm = machine::Machine::restore((dir / "state").string(), (dir / "memory").string(),
+                                        *overrides, host, /*paused=*/false);
+    built = Clock::now();
+    return vm;
+  };
+  ServeOptions serve{.command = "restore", .metrics_file = options.metrics_file, .after_start = {}};
+  serve.after_start = [&](machine::Machine& vm) -> Status {
+    spdlog::info("restore: state restored {:.1f} ms after start, vCPUs running at {:.1f} ms",
+                 std::chrono::duration<double, std::milli>(built - process_start).count(),
+                 ms_since(process_start));
+    const auto& vsock = vm.config().vsock;
+    if (!vsock) {
+      spdlog::warn("restore: the VM has no vsock device, so no agent to give the clone fresh "
+                   "entropy and the host's clock: it runs with the snapshot's");
+      return ok();
+    }
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.agent_timeout_s * 1000));
+    DSEC_TRY(agent::sync_clone(vsock->uds_path, timeout, [&vm] { return !vm.ended(); }));
+    spdlog::info("restore: agent answering, RNG reseeded and clock set {:.1f} ms after start",
+                 ms_since(process_start));
+    return ok();
+  };
+  return serve_vm(build, serve, process_start);
+}
+
+}  // namespace
+
+void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point process_start) {
+  auto options = std::make_shared<RestoreOptions>();
+  CLI::App* restore = app.add_subcommand(
+      "restore", "Start a VM from a snapshot (dsec-vmm warm, or snapshot create): a "
+                 "copy-on-write clone that shares the snapshot's memory pages");
+  restore->footer(
+      "SNAPSHOT_DIR holds the state file 'state' and the memory file 'memory'. The memory "
+      "file is mapped copy-on-write: every clone of one snapshot shares its pages in the page "
+      "cache and pays only for the pages it writes; the files must not change while a clone "
+      "runs. A clone gets what must not be shared anew: --vsock (its socket; default: the "
+      "snapshot's path, which must not exist), --net, --drive. Before anything runs in it, "
+      "its agent gets fresh entropy for the guest kernel's RNG and the host's wall clock. "
+      "Exit statuses as for run (3 also when the agent did not answer in time).");
+  restore->add_option("SNAPSHOT_DIR", options->snapshot_dir, "The snapshot's directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  restore->add_option("--vsock", options->vsock,
+                      "The clone's vsock Unix socket (created here, must not exist)");
+  restore->add_option("--vsock-cid", options->vsock_cid,
+                      "The clone's vsock CID (the guest re-reads it after the snapshot's "
+                      "transport reset)");
+  restore->add_option("--net", options->net,
+                      "The clone's TAP: tap=NAME[,host=A.B.C.D/N] (the snapshot must have a "
+                      "network device)");
+  restore->add_option("--drive", options->drives,
+                      "The file behind the snapshot's drive N, for the N-th --drive (same size "
+                      "and read-only setting as when snapshotted)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  restore->add_option("--console", options->console, "Write the guest's console to this file");
+  restore->add_option("--metrics-file", options->metrics_file,
+                      "Write figures (JSON) here when the VM ends");
+  restore->add_option("--agent-timeout", options->agent_timeout_s,
+                      "Seconds to wait for the clone's agent to take its entropy and clock")
+      ->capture_default_str();
+  restore->callback([&action, options, process_start] {
+    action = [options, process_start] { return restore_main(*options, process_start); };
+  });
+}
+
+}  // namespace dsec::cli

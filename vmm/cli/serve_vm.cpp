@@ -1,0 +1,106 @@
+#include "vmm/cli/serve_vm.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "vmm/io/signal_watcher.h"
+
+namespace dsec::cli {
+namespace {
+
+// "start" is main()'s first line; main_monotonic_ns is that moment on CLOCK_MONOTONIC
+// (steady_clock), so that a caller who noted the clock before exec can add the exec itself.
+void write_metrics(const std::string& path, const machine::MachineMetrics& m,
+                   const machine::VmExit& exit,
+                   std::chrono::steady_clock::time_point process_start) {
+  auto us = [](const std::optional<std::chrono::nanoseconds>& d) -> nlohmann::json {
+    if (!d) {
+      return nullptr;
+    }
+    return std::chrono::duration_cast<std::chrono::microseconds>(*d).count();
+  };
+  const auto main_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(process_start.time_since_epoch());
+  nlohmann::json j = {{"main_monotonic_ns", main_ns.count()},
+                      {"start_to_first_kvm_run_us", us(m.start_to_first_kvm_run)},
+                      {"start_to_userspace_us", us(m.start_to_userspace)},
+                      {"vmm_rss_excluding_guest_kib", m.vmm_rss_kib},
+                      {"exit", exit.describe()},
+                      {"exit_code", exit.exit_code()}};
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) {
+    spdlog::error("could not write the metrics file {}", path);
+  }
+}
+
+}  // namespace
+
+Result<UniqueFd> open_console(const std::string& path) {
+  if (path.empty()) {
+    return UniqueFd();
+  }
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) {
+    return fail_errno("cannot open --console " + path, errno, "check the directory exists");
+  }
+  return fd;
+}
+
+int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& build,
+             const ServeOptions& options, std::chrono::steady_clock::time_point process_start) {
+  // SIGINT and SIGTERM stop the VM, SIGUSR1 logs its interrupts' and devices' state. Blocked
+  // before the Machine starts any thread, so that only the watcher sees them.
+  io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
+  auto vm = build();
+  if (!vm) {
+    (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command, vm.error().message().c_str());
+    return 1;
+  }
+  // Declared after the Machine: it is joined before the Machine goes.
+  auto watcher = io::SignalWatcher::start(signals, [&vm = **vm](int signo) {
+    if (signo == SIGUSR1) {
+      vm.log_state();
+    } else {
+      vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
+    }
+  });
+  if (!watcher) {
+    (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                       watcher.error().message().c_str());
+    return 3;
+  }
+  if (auto started = (*vm)->start(); !started) {
+    (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                       started.error().message().c_str());
+    return 1;
+  }
+  if (options.after_start) {
+    if (auto done = options.after_start(**vm); !done) {
+      (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                         done.error().message().c_str());
+      (*vm)->stop("the VMM failed: " + done.error().message());
+      (*vm)->wait();
+      return 3;
+    }
+  }
+  machine::VmExit exit = (*vm)->wait();
+  // metrics() reads /proc/self/smaps: only when asked for, it is on the way to the exit.
+  if (!options.metrics_file.empty()) {
+    write_metrics(options.metrics_file, (*vm)->metrics(), exit, process_start);
+  }
+  if (exit.exit_code() == 0) {
+    spdlog::info("VM ended: {}", exit.describe());
+  } else {
+    spdlog::error("VM ended: {} (exit status {})", exit.describe(), exit.exit_code());
+  }
+  return exit.exit_code();
+}
+
+
+}  // namespace dsec::cli

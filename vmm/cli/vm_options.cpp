@@ -1,0 +1,153 @@
+#include "vmm/cli/vm_options.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "vmm/cli/cli11.h"
+#include "vmm/cli/default_image.h"
+
+namespace dsec::cli {
+
+// "tap=NAME[,host=A.B.C.D/N][,mac=MAC]" of --net.
+Result<machine::NetConfig> parse_net(const std::string& spec) {
+  machine::NetConfig net;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string part = spec.substr(start, comma - start);
+    start = comma + 1;
+    if (part.rfind("tap=", 0) == 0) {
+      net.tap = part.substr(4);
+    } else if (part.rfind("host=", 0) == 0) {
+      net.host_cidr = part.substr(5);
+    } else if (part.rfind("mac=", 0) == 0) {
+      net.mac = part.substr(4);
+    } else {
+      return fail(fmt::format("--net {}: unknown option '{}'", spec, part),
+                  "give tap=NAME[,host=A.B.C.D/N][,mac=MAC]");
+    }
+  }
+  if (net.tap.empty()) {
+    return fail("--net '" + spec + "' names no TAP", "give tap=NAME[,host=A.B.C.D/N][,mac=MAC]");
+  }
+  return net;
+}
+
+// "PATH[,ro][,id=ID]" of --drive.
+Result<machine::DriveConfig> parse_drive(const std::string& spec) {
+  machine::DriveConfig drive;
+  size_t start = 0;
+  bool first = true;
+  while (start <= spec.size()) {
+    const size_t comma = spec.find(',', start);
+    const std::string part =
+        spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (first) {
+      drive.path = part;
+      first = false;
+    } else if (part == "ro") {
+      drive.read_only = true;
+    } else if (part.starts_with("id=")) {
+      drive.id = part.substr(3);
+    } else {
+      return fail(fmt::format("--drive {}: unknown option '{}'", spec, part),
+                  "give PATH[,ro][,id=ID]");
+    }
+    if (comma == std::string::npos) {
+      break;
+    }
+    start = comma + 1;
+  }
+  if (drive.path.empty()) {
+    return fail("--drive '" + spec + "' names no file", "give PATH[,ro][,id=ID]");
+  }
+  return drive;
+}
+
+void add_vm_options(CLI::App& command, VmOptions& options) {
+  command.add_option("--kernel", options.kernel,
+                  "Kernel: an ELF vmlinux (PVH or 64-bit entry) or a bzImage")
+      ->check(CLI::ExistingFile);
+  command.add_option("--initrd", options.initrd, "Initramfs to load with the kernel")
+      ->check(CLI::ExistingFile);
+  command.add_option("--cmdline", options.cmdline, "Kernel command line")->capture_default_str();
+  command.add_option("--append", options.append, "Words to add to the command line (repeatable)");
+  command.add_option("--vcpus", options.vcpus, "Number of vCPUs")->capture_default_str();
+  command.add_option("--memory", options.memory_mib, "Guest memory in MiB")->capture_default_str();
+  command.add_flag("--share-kernel-pages", options.share_kernel_pages,
+                "Map a vmlinux's pages copy-on-write from the page cache instead of copying "
+                "them: VMs booting the same file share them (less memory per VM), but the boot "
+                "is slower (each page the guest writes is a copy-on-write fault). No effect on "
+                "a bzImage");
+  command.add_flag("--rng", options.rng,
+                "Give the guest a virtio-rng device (/dev/hwrng) fed by the host's getrandom(); "
+                "off by default");
+  command.add_option("--drive", options.drives,
+                  "A virtio-blk disk: PATH[,ro][,id=ID] (repeatable; the first is /dev/vda)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  command.add_option("--vsock", options.vsock,
+                  "Give the guest a virtio-vsock device; host processes reach guest port P by "
+                  "connecting to this Unix socket (created here, must not exist) and sending "
+                  "'CONNECT P\\n' (dsec-vmm exec does); guest connections to host port P go to "
+                  "PATH_P");
+  command.add_option("--vsock-cid", options.vsock_cid, "The guest's vsock CID")
+      ->capture_default_str();
+  command.add_option("--net", options.net,
+                  "Give the guest a virtio-net device (eth0) on a host TAP: "
+                  "tap=NAME[,host=A.B.C.D/N][,mac=MAC]. The TAP is created if it does not exist "
+                  "(needs CAP_NET_ADMIN and the tun module); host= gives it that IPv4 address "
+                  "and brings it up; the guest configures its side itself. MAC defaults to "
+                  "52:54:00:12:34:56");
+}
+
+Result<machine::MachineConfig> machine_config(const VmOptions& o,
+                                              std::chrono::steady_clock::time_point process_start) {
+  machine::MachineConfig config;
+  config.process_start = process_start;
+  config.vcpus = o.vcpus;
+  config.memory_mib = o.memory_mib;
+  config.cmdline = o.cmdline;
+  for (const auto& extra : o.append) {
+    config.cmdline += " " + extra;
+  }
+  config.kernel_path = o.kernel;
+  config.initrd_path = o.initrd;
+  config.rng = o.rng;
+  config.share_kernel_pages = o.share_kernel_pages;
+  for (const auto& spec : o.drives) {
+    auto drive = parse_drive(spec);
+    if (!drive) {
+      return std::unexpected(drive.error());
+    }
+    config.drives.push_back(*drive);
+  }
+  if (!o.vsock.empty()) {
+    config.vsock = machine::VsockConfig{o.vsock_cid, o.vsock};
+  }
+  if (!o.net.empty()) {
+    auto net = parse_net(o.net);
+    if (!net) {
+      return std::unexpected(net.error());
+    }
+    config.net = *net;
+  }
+  if (config.kernel_path.empty() || config.initrd_path.empty()) {
+    auto image = find_default_image();
+    if (!image) {
+      return std::unexpected(image.error());
+    }
+    if (config.kernel_path.empty()) {
+      config.kernel_path = image->kernel;
+    }
+    if (config.initrd_path.empty()) {
+      config.initrd_path = image->initrd;
+      // Our init announces clean reboots; anything else is a crash.
+      config.expect_clean_shutdown_announcement = true;
+    }
+  }
+  return config;
+}
+
+}  // namespace dsec::cli

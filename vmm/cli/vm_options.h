@@ -1,0 +1,50 @@
+// The options that describe a VM, shared by `dsec-vmm run` and `dsec-vmm warm`, and their
+// turning into a MachineConfig.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vmm/common/error.h"
+#include "vmm/machine/machine_config.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace dsec::cli {
+
+// The command line the default image boots with: the console on COM1, reboot through
+// the i8042 (there is no ACPI), and a panic ends the VM instead of hanging it.
+inline constexpr const char* kDefaultCmdline = "console=ttyS0 reboot=k panic=-1 quiet";
+
+struct VmOptions {
+  std::string kernel;
+  std::string initrd;
+  std::string cmdline = kDefaultCmdline;
+  std::vector<std::string> append;
+  uint32_t vcpus = 1;
+  uint64_t memory_mib = 128;
+  bool rng = false;
+  bool share_kernel_pages = false;
+  std::vector<std::string> drives;  // PATH[,ro][,id=ID]
+  std::string vsock;                // the vsock device's Unix socket; empty: no vsock
+  uint64_t vsock_cid = 3;
+  std::string net;  // tap=NAME[,host=A.B.C.D/N][,mac=MAC]; empty: no network
+};
+
+// Registers the options above on `command`.
+void add_vm_options(CLI::App& command, VmOptions& options);
+
+// "tap=NAME[,host=A.B.C.D/N][,mac=MAC]" of --net.
+Result<machine::NetConfig> parse_net(const std::string& spec);
+// "PATH[,ro][,id=ID]" of --drive.
+Result<machine::DriveConfig> parse_drive(const std::string& spec);
+
+// The MachineConfig of `options`, the default image filling in a missing kernel or initrd.
+Result<machine::MachineConfig> machine_config(const VmOptions& options,
+                                              std::chrono::steady_clock::time_point process_start);
+
+}  // namespace dsec::cli

@@ -1,0 +1,37 @@
+// The part of a MachineConfig a snapshot keeps (the "config" section of its state file):
+// what the restored VM must be built from before its state goes in. vCPUs, memory, the
+// virtio devices and how the guest ends; not the kernel, the command line or the console,
+// which a restored guest no longer needs or gets anew.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vmm/common/error.h"
+#include "vmm/machine/machine_config.h"
+
+namespace dsec::machine {
+
+std::string snapshot_config_to_json(const MachineConfig& config);
+// Strict: a field of the wrong type, a missing one or one it does not know is refused.
+Result<MachineConfig> snapshot_config_from_json(std::string_view json);
+
+// What a clone may get anew at restore, where identity matters (its sockets, its network
+// device, its disks' files). An absent field keeps the snapshot's.
+struct RestoreOverrides {
+  std::optional<std::string> vsock_uds_path;
+  std::optional<uint64_t> vsock_guest_cid;
+  std::optional<std::string> net_tap;
+  std::optional<std::string> net_host_cidr;
+  std::optional<std::string> net_mac;
+  // Drive i's file, by position; nullopt or past the end keeps the snapshot's.
+  std::vector<std::optional<std::string>> drive_paths;
+};
+
+// Applies `overrides` to a snapshot's configuration; fails when one names a device the
+// snapshot has not (a vsock socket for a VM without vsock, a third drive of two).
+Result<MachineConfig> apply_overrides(MachineConfig config, const RestoreOverrides& overrides);
+
+}  // namespace dsec::machine
