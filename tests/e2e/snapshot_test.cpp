@@ -2,11 +2,10 @@
 // and a file made before the snapshot, restored as clones (`dsec-vmm restore`) that go on
 // from where the snapshot stood, diverge from each other, and each get their own entropy
 // and the host's clock.
-#include <time.h>
-#include <unistd.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -74,8 +73,15 @@ Output sh(Sandbox& vm, const std::string& command) {
   req.argv = {"/bin/sh", "-c", command};
   req.timeout_ms = 60000;
   o.status = client.exec(
-      req, [&](std::span<const uint8_t> b) { o.out.append(b.begin(), b.end()); return ok(); },
-      [&](std::span<const uint8_t> b) { o.out.append(b.begin(), b.end()); return ok(); });
+      req,
+      [&](std::span<const uint8_t> b) {
+        o.out.append(b.begin(), b.end());
+        return ok();
+      },
+      [&](std::span<const uint8_t> b) {
+        o.out.append(b.begin(), b.end());
+        return ok();
+      });
   return o;
 }
 
@@ -162,7 +168,8 @@ TEST(Snapshot, ClonesDrawDifferentRandomBytesAndRunOnTheHostsClock) {
 TEST(Snapshot, RestoreRefusesAMissingOrCorruptSnapshotWithAClearError) {
   const auto& image = warm_image();
   ASSERT_TRUE(image.failure.empty()) << image.failure;
-  const auto bad = std::filesystem::temp_directory_path() / ("dsec-bad-" + std::to_string(::getpid()));
+  const auto bad =
+      std::filesystem::temp_directory_path() / ("dsec-bad-" + std::to_string(::getpid()));
   std::filesystem::create_directories(bad);
   std::filesystem::copy_file(image.dir / "state", bad / "state");
   // A memory file shorter than the state says: refused before anything runs.

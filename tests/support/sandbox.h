@@ -2,11 +2,10 @@
 // background with a vsock device and the guest agent serving — and a client for its agent.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
@@ -26,9 +25,9 @@ class Sandbox {
   // Boots the default image with `extra_args` for `dsec-vmm run` (drives, say).
   explicit Sandbox(std::vector<std::string> extra_args = {}) {
     prepare_paths();
-    std::vector<std::string> args{kVmmBinary, "run", "--vcpus", "2", "--memory", "256",
-                                  "--vsock", vsock_, "--append", "dsec.agent",
-                                  "--console", console_};
+    std::vector<std::string> args{kVmmBinary, "run",        "--vcpus",   "2",
+                                  "--memory", "256",        "--vsock",   vsock_,
+                                  "--append", "dsec.agent", "--console", console_};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     launch(std::move(args));
   }
@@ -38,7 +37,7 @@ class Sandbox {
   static std::unique_ptr<Sandbox> restore(const std::filesystem::path& snapshot_dir,
                                           std::vector<std::string> extra_args = {}) {
     std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
-    std::vector<std::string> args{kVmmBinary, "restore", snapshot_dir.string(), "--vsock",
+    std::vector<std::string> args{kVmmBinary,      "restore",   snapshot_dir.string(), "--vsock",
                                   sandbox->vsock_, "--console", sandbox->console_};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     sandbox->launch(std::move(args));
@@ -57,7 +56,8 @@ class Sandbox {
   Sandbox& operator=(const Sandbox&) = delete;
 
   agent::AgentClient client() const {
-    return agent::AgentClient([path = vsock_] { return agent::connect_vsock_uds(path, agent::kAgentPort); });
+    return agent::AgentClient(
+        [path = vsock_] { return agent::connect_vsock_uds(path, agent::kAgentPort); });
   }
 
   // Waits until the agent answers a health check; false (and the reason in `why`) if the

@@ -45,11 +45,10 @@ AgentClient client_for(const std::string& uds_path) {
 Status wait_for_agent(const std::string& uds_path, std::chrono::milliseconds timeout,
                       const std::function<bool()>& vm_running) {
   auto client = client_for(uds_path);
-  return retry("waiting for the agent", timeout, vm_running,
-               [&]() -> Status {
-                 DSEC_TRY(client.health());
-                 return ok();
-               });
+  return retry("waiting for the agent", timeout, vm_running, [&]() -> Status {
+    DSEC_TRY(client.health());
+    return ok();
+  });
 }
 
 Status sync_clone(const std::string& uds_path, std::chrono::milliseconds timeout,
@@ -64,8 +63,8 @@ Status sync_clone(const std::string& uds_path, std::chrono::milliseconds timeout
   return retry("syncing the clone's RNG and clock", timeout, vm_running, [&]() -> Status {
     timespec now{};
     ::clock_gettime(CLOCK_REALTIME, &now);
-    req.realtime_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000 +
-                      static_cast<uint64_t>(now.tv_nsec);
+    req.realtime_ns =
+        static_cast<uint64_t>(now.tv_sec) * 1000000000 + static_cast<uint64_t>(now.tv_nsec);
     return client.clone_sync(req);
   });
 }

@@ -58,7 +58,6 @@ class WireReader {
   Result<std::span<const uint8_t>> take(size_t n, std::string_view field);
 
  private:
-
   std::span<const uint8_t> data_;
   size_t pos_ = 0;
   std::string_view what_;

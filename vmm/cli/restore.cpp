@@ -87,11 +87,13 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
                  ms_since(process_start));
     const auto& vsock = vm.config().vsock;
     if (!vsock) {
-      spdlog::warn("restore: the VM has no vsock device, so no agent to give the clone fresh "
-                   "entropy and the host's clock: it runs with the snapshot's");
+      spdlog::warn(
+          "restore: the VM has no vsock device, so no agent to give the clone fresh "
+          "entropy and the host's clock: it runs with the snapshot's");
       return ok();
     }
-    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.agent_timeout_s * 1000));
+    const auto timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(options.agent_timeout_s * 1000));
     DSEC_TRY(agent::sync_clone(vsock->uds_path, timeout, [&vm] { return !vm.ended(); }));
     spdlog::info("restore: agent answering, RNG reseeded and clock set {:.1f} ms after start",
                  ms_since(process_start));
@@ -104,9 +106,10 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
 
 void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point process_start) {
   auto options = std::make_shared<RestoreOptions>();
-  CLI::App* restore = app.add_subcommand(
-      "restore", "Start a VM from a snapshot (dsec-vmm warm, or snapshot create): a "
-                 "copy-on-write clone that shares the snapshot's memory pages");
+  CLI::App* restore =
+      app.add_subcommand("restore",
+                         "Start a VM from a snapshot (dsec-vmm warm, or snapshot create): a "
+                         "copy-on-write clone that shares the snapshot's memory pages");
   restore->footer(
       "SNAPSHOT_DIR holds the state file 'state' and the memory file 'memory'. The memory "
       "file is mapped copy-on-write: every clone of one snapshot shares its pages in the page "
@@ -126,16 +129,18 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
   restore->add_option("--net", options->net,
                       "The clone's TAP: tap=NAME[,host=A.B.C.D/N] (the snapshot must have a "
                       "network device)");
-  restore->add_option("--drive", options->drives,
-                      "The file behind the snapshot's drive N, for the N-th --drive (same size "
-                      "and read-only setting as when snapshotted)")
+  restore
+      ->add_option("--drive", options->drives,
+                   "The file behind the snapshot's drive N, for the N-th --drive (same size "
+                   "and read-only setting as when snapshotted)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   restore->add_option("--console", options->console, "Write the guest's console to this file");
   restore->add_option("--metrics-file", options->metrics_file,
                       "Write figures (JSON) here when the VM ends");
-  restore->add_option("--agent-timeout", options->agent_timeout_s,
-                      "Seconds to wait for the clone's agent to take its entropy and clock")
+  restore
+      ->add_option("--agent-timeout", options->agent_timeout_s,
+                   "Seconds to wait for the clone's agent to take its entropy and clock")
       ->capture_default_str();
   restore->callback([&action, options, process_start] {
     action = [options, process_start] { return restore_main(*options, process_start); };

@@ -40,7 +40,8 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   }
   config->console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
   return serve_vm([&] { return machine::Machine::create(*config); },
-                  {.command = "run", .metrics_file = options.metrics_file, .after_start = {}}, process_start);
+                  {.command = "run", .metrics_file = options.metrics_file, .after_start = {}},
+                  process_start);
 }
 
 }  // namespace

@@ -102,5 +102,4 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
   return exit.exit_code();
 }
 
-
 }  // namespace dsec::cli

@@ -66,7 +66,8 @@ Result<machine::DriveConfig> parse_drive(const std::string& spec) {
 }
 
 void add_vm_options(CLI::App& command, VmOptions& options) {
-  command.add_option("--kernel", options.kernel,
+  command
+      .add_option("--kernel", options.kernel,
                   "Kernel: an ELF vmlinux (PVH or 64-bit entry) or a bzImage")
       ->check(CLI::ExistingFile);
   command.add_option("--initrd", options.initrd, "Initramfs to load with the kernel")
@@ -76,30 +77,31 @@ void add_vm_options(CLI::App& command, VmOptions& options) {
   command.add_option("--vcpus", options.vcpus, "Number of vCPUs")->capture_default_str();
   command.add_option("--memory", options.memory_mib, "Guest memory in MiB")->capture_default_str();
   command.add_flag("--share-kernel-pages", options.share_kernel_pages,
-                "Map a vmlinux's pages copy-on-write from the page cache instead of copying "
-                "them: VMs booting the same file share them (less memory per VM), but the boot "
-                "is slower (each page the guest writes is a copy-on-write fault). No effect on "
-                "a bzImage");
+                   "Map a vmlinux's pages copy-on-write from the page cache instead of copying "
+                   "them: VMs booting the same file share them (less memory per VM), but the boot "
+                   "is slower (each page the guest writes is a copy-on-write fault). No effect on "
+                   "a bzImage");
   command.add_flag("--rng", options.rng,
-                "Give the guest a virtio-rng device (/dev/hwrng) fed by the host's getrandom(); "
-                "off by default");
-  command.add_option("--drive", options.drives,
+                   "Give the guest a virtio-rng device (/dev/hwrng) fed by the host's getrandom(); "
+                   "off by default");
+  command
+      .add_option("--drive", options.drives,
                   "A virtio-blk disk: PATH[,ro][,id=ID] (repeatable; the first is /dev/vda)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   command.add_option("--vsock", options.vsock,
-                  "Give the guest a virtio-vsock device; host processes reach guest port P by "
-                  "connecting to this Unix socket (created here, must not exist) and sending "
-                  "'CONNECT P\\n' (dsec-vmm exec does); guest connections to host port P go to "
-                  "PATH_P");
+                     "Give the guest a virtio-vsock device; host processes reach guest port P by "
+                     "connecting to this Unix socket (created here, must not exist) and sending "
+                     "'CONNECT P\\n' (dsec-vmm exec does); guest connections to host port P go to "
+                     "PATH_P");
   command.add_option("--vsock-cid", options.vsock_cid, "The guest's vsock CID")
       ->capture_default_str();
   command.add_option("--net", options.net,
-                  "Give the guest a virtio-net device (eth0) on a host TAP: "
-                  "tap=NAME[,host=A.B.C.D/N][,mac=MAC]. The TAP is created if it does not exist "
-                  "(needs CAP_NET_ADMIN and the tun module); host= gives it that IPv4 address "
-                  "and brings it up; the guest configures its side itself. MAC defaults to "
-                  "52:54:00:12:34:56");
+                     "Give the guest a virtio-net device (eth0) on a host TAP: "
+                     "tap=NAME[,host=A.B.C.D/N][,mac=MAC]. The TAP is created if it does not exist "
+                     "(needs CAP_NET_ADMIN and the tun module); host= gives it that IPv4 address "
+                     "and brings it up; the guest configures its side itself. MAC defaults to "
+                     "52:54:00:12:34:56");
 }
 
 Result<machine::MachineConfig> machine_config(const VmOptions& o,

@@ -59,7 +59,11 @@ Status run_setup(const std::string& uds, const std::string& command) {
 }
 
 Status warm(machine::Machine& vm, const WarmOptions& options, Clock::time_point process_start) {
-  const std::string uds = vm.config().vsock->uds_path;
+  const auto& vsock = vm.config().vsock;
+  if (!vsock.has_value()) {
+    return fail("the VM has no vsock device, so no agent to wait for");
+  }
+  const std::string uds = vsock->uds_path;
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.agent_timeout_s * 1000));
   DSEC_TRY(agent::wait_for_agent(uds, timeout, [&vm] { return !vm.ended(); }));
@@ -79,13 +83,14 @@ Status warm(machine::Machine& vm, const WarmOptions& options, Clock::time_point 
   const std::filesystem::path dir(options.out);
   const auto figures = DSEC_TRY(vm.snapshot((dir / "state").string(), (dir / "memory").string()));
   const auto t1 = Clock::now();
-  spdlog::info("warm: snapshot written to {} in {:.0f} ms (devices at rest {:.1f} ms, state {:.1f} "
-               "ms, memory {:.0f} ms: {} MiB of RAM, {} MiB written, the rest holes)",
-               options.out, ms_between(t0, t1),
-               std::chrono::duration<double, std::milli>(figures.devices_quiesced).count(),
-               std::chrono::duration<double, std::milli>(figures.state_saved).count(),
-               std::chrono::duration<double, std::milli>(figures.memory_written).count(),
-               figures.ram_bytes >> 20, figures.memory_written_bytes >> 20);
+  spdlog::info(
+      "warm: snapshot written to {} in {:.0f} ms (devices at rest {:.1f} ms, state {:.1f} "
+      "ms, memory {:.0f} ms: {} MiB of RAM, {} MiB written, the rest holes)",
+      options.out, ms_between(t0, t1),
+      std::chrono::duration<double, std::milli>(figures.devices_quiesced).count(),
+      std::chrono::duration<double, std::milli>(figures.state_saved).count(),
+      std::chrono::duration<double, std::milli>(figures.memory_written).count(),
+      figures.ram_bytes >> 20, figures.memory_written_bytes >> 20);
   return ok();
 }
 
@@ -117,8 +122,9 @@ int warm_main(WarmOptions options, Clock::time_point process_start) {
     (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", vm.error().message().c_str());
     return 1;
   }
-  auto watcher = io::SignalWatcher::start(
-      signals, [&vm = **vm](int signo) { vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM"); });
+  auto watcher = io::SignalWatcher::start(signals, [&vm = **vm](int signo) {
+    vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
+  });
   if (!watcher) {
     (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", watcher.error().message().c_str());
     return 3;
@@ -146,8 +152,9 @@ int warm_main(WarmOptions options, Clock::time_point process_start) {
 void add_warm_command(CLI::App& app, CommandAction& action, Clock::time_point process_start) {
   auto options = std::make_shared<WarmOptions>();
   CLI::App* warm_cmd = app.add_subcommand(
-      "warm", "Boot an image, wait for its agent, run set-up commands and snapshot it: a warm "
-              "image for dsec-vmm restore");
+      "warm",
+      "Boot an image, wait for its agent, run set-up commands and snapshot it: a warm "
+      "image for dsec-vmm restore");
   warm_cmd->footer(
       "Takes run's VM options. The VM gets a vsock device (--vsock, default a socket in /run "
       "that is removed at the end) and, on the default image, dsec.agent on its command line. "
@@ -158,13 +165,15 @@ void add_warm_command(CLI::App& app, CommandAction& action, Clock::time_point pr
   warm_cmd->add_option("--out", options->out, "The snapshot's directory (created if missing)")
       ->required();
   add_vm_options(*warm_cmd, options->vm);
-  warm_cmd->add_option("--exec", options->execs,
-                       "A set-up command to run in the guest before the snapshot (repeatable)")
+  warm_cmd
+      ->add_option("--exec", options->execs,
+                   "A set-up command to run in the guest before the snapshot (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   warm_cmd->add_option("--console", options->console, "Write the guest's console to this file");
-  warm_cmd->add_option("--agent-timeout", options->agent_timeout_s,
-                       "Seconds to wait for the agent after the boot starts")
+  warm_cmd
+      ->add_option("--agent-timeout", options->agent_timeout_s,
+                   "Seconds to wait for the agent after the boot starts")
       ->capture_default_str();
   warm_cmd->callback([&action, options, process_start] {
     action = [options, process_start] { return warm_main(*options, process_start); };

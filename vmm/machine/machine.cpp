@@ -90,9 +90,8 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
   return machine;
 }
 
-Result<std::unique_ptr<Machine>> Machine::assemble(const MachineConfig& config,
-                                                   GuestMemory memory, kvm::KvmSystem kvm,
-                                                   kvm::Vm vm) {
+Result<std::unique_ptr<Machine>> Machine::assemble(const MachineConfig& config, GuestMemory memory,
+                                                   kvm::KvmSystem kvm, kvm::Vm vm) {
   std::unique_ptr<Machine> machine(
       new Machine(config, std::move(memory), std::move(kvm), std::move(vm)));
   DSEC_TRY(machine->setup_devices());

@@ -10,12 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "vmm/arch/x86_64/kernel_loader.h"
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/devices/bus.h"
 #include "vmm/devices/legacy/boot_timer.h"
 #include "vmm/devices/legacy/serial.h"
-#include "vmm/arch/x86_64/kernel_loader.h"
 #include "vmm/kvm/kvm_system.h"
 #include "vmm/kvm/vm.h"
 #include "vmm/machine/guest_profiler.h"
@@ -38,7 +38,7 @@ Result<std::pair<kvm::KvmSystem, kvm::Vm>> create_vm(const MachineConfig& config
 
 // What one snapshot cost.
 struct SnapshotFigures {
-  uint64_t ram_bytes = 0;           // the memory file's size
+  uint64_t ram_bytes = 0;             // the memory file's size
   uint64_t memory_written_bytes = 0;  // of it, non-zero pages written (the rest are holes)
   uint64_t state_bytes = 0;
   std::chrono::nanoseconds devices_quiesced{};  // from the call to devices at rest
@@ -108,9 +108,8 @@ class Machine {
 
   // The assembly a boot and a restore share, around a VM from create_vm(): the devices,
   // and the vCPUs (created, not set up).
-  static Result<std::unique_ptr<Machine>> assemble(const MachineConfig& config,
-                                                   GuestMemory memory, kvm::KvmSystem kvm,
-                                                   kvm::Vm vm);
+  static Result<std::unique_ptr<Machine>> assemble(const MachineConfig& config, GuestMemory memory,
+                                                   kvm::KvmSystem kvm, kvm::Vm vm);
   Status setup_devices();
   Status create_vcpus();
   // A boot's vCPU set-up: CPUID, MSRs, FPU, LAPIC, and the boot vCPU's registers.
@@ -142,8 +141,8 @@ class Machine {
   UniqueFd input_stop_;  // eventfd that ends the console input thread
   std::thread input_thread_;
   bool joined_ = false;
-  bool devices_quiesced_ = false;  // by a snapshot: resume() serves them again
-  bool restored_ = false;          // start() serves the devices before the vCPUs run
+  bool devices_quiesced_ = false;     // by a snapshot: resume() serves them again
+  bool restored_ = false;             // start() serves the devices before the vCPUs run
   std::atomic<bool> started_{false};  // the vCPU threads are running
 };
 

@@ -143,9 +143,10 @@ Result<SnapshotFigures> Machine::snapshot(const std::string& state_path,
     result = save();
   }
   DSEC_TRY(result);
-  spdlog::info("snapshot: {} MiB of RAM ({} MiB written, the rest holes) in {}, state {} bytes in {}",
-               figures.ram_bytes >> 20, figures.memory_written_bytes >> 20, memory_path,
-               figures.state_bytes, state_path);
+  spdlog::info(
+      "snapshot: {} MiB of RAM ({} MiB written, the rest holes) in {}, state {} bytes in {}",
+      figures.ram_bytes >> 20, figures.memory_written_bytes >> 20, memory_path, figures.state_bytes,
+      state_path);
   return figures;
 }
 

@@ -1,7 +1,6 @@
 #include "vmm/machine/snapshot_config.h"
 
 #include <nlohmann/json.hpp>
-
 #include <set>
 
 namespace dsec::machine {
@@ -11,7 +10,7 @@ using nlohmann::json;
 
 constexpr uint32_t kFormat = 1;
 
-Status only_fields(const json& object, const char* what, std::set<std::string> known) {
+Status only_fields(const json& object, const char* what, const std::set<std::string>& known) {
   if (!object.is_object()) {
     return fail(std::string("snapshot config: ") + what + " is not a JSON object",
                 "the state file is corrupt");
@@ -131,13 +130,12 @@ Result<MachineConfig> apply_overrides(MachineConfig config, const RestoreOverrid
   }
   if (o.drive_paths.size() > config.drives.size()) {
     return fail("--drive: " + std::to_string(o.drive_paths.size()) +
-                    " drives given, the snapshot's VM has " +
-                    std::to_string(config.drives.size()),
+                    " drives given, the snapshot's VM has " + std::to_string(config.drives.size()),
                 "give at most one --drive per drive of the snapshot, in order");
   }
   for (size_t i = 0; i < o.drive_paths.size(); ++i) {
-    if (o.drive_paths[i]) {
-      config.drives[i].path = *o.drive_paths[i];
+    if (const auto& path = o.drive_paths[i]; path.has_value()) {
+      config.drives[i].path = *path;
     }
   }
   return config;

@@ -110,9 +110,9 @@ bool VcpuThread::complete_pending_io() {
       return true;  // an application processor waiting for INIT/SIPI: nothing pending
     }
     if (!exit) {
-      control_.request_exit({VmExitKind::kKvmError, "vCPU " + std::to_string(vcpu_.id()) +
-                                                        " completing its I/O for a pause: " +
-                                                        exit.error().message()});
+      control_.request_exit({VmExitKind::kKvmError,
+                             "vCPU " + std::to_string(vcpu_.id()) +
+                                 " completing its I/O for a pause: " + exit.error().message()});
       return false;
     }
     if (std::holds_alternative<kvm::InterruptedExit>(*exit)) {

@@ -204,9 +204,10 @@ Status VirtioDevices::quiesce(std::chrono::milliseconds timeout) {
 
 std::vector<VirtioDevices::SlotState> VirtioDevices::save() const {
   std::vector<SlotState> slots;
+  slots.reserve(transports_.size());
   for (const auto& transport : transports_) {
-    slots.push_back({virtio::encode_transport_state(transport->state()),
-                     transport->device().save_state()});
+    slots.push_back(
+        {virtio::encode_transport_state(transport->state()), transport->device().save_state()});
   }
   return slots;
 }

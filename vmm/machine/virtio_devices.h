@@ -5,12 +5,12 @@
 // line (virtio_cmdline()).
 #pragma once
 
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -101,7 +101,7 @@ class VirtioDevices {
 
   Status add(GuestMemory& memory, devices::Bus& mmio, size_t slot,
              std::unique_ptr<virtio::VirtioDevice> device);
-  void log_state();  // on the loop thread
+  void log_state();        // on the loop thread
   void run_posted_work();  // on the loop thread
 
   kvm::Vm& vm_;

@@ -58,8 +58,7 @@ class ByteReader {
 
   // `field` names what is read, for the error when the input is too short.
   template <typename T>
-  requires std::is_trivially_copyable_v<T>
-  Result<T> get(const char* field) {
+  requires std::is_trivially_copyable_v<T> Result<T> get(const char* field) {
     DSEC_TRY(need(sizeof(T), field));
     T value;
     std::memcpy(&value, data_.data() + pos_, sizeof(T));
@@ -80,8 +79,8 @@ class ByteReader {
   }
   // At most `max_items` elements: a count from a hostile file must not size an allocation.
   template <typename T>
-  requires std::is_trivially_copyable_v<T>
-  Result<std::vector<T>> get_array(const char* field, uint64_t max_items) {
+  requires std::is_trivially_copyable_v<T> Result<std::vector<T>> get_array(const char* field,
+                                                                            uint64_t max_items) {
     const auto count = DSEC_TRY(get<uint64_t>(field));
     if (count > max_items) {
       return fail(std::string("snapshot state: ") + field + " has " + std::to_string(count) +

@@ -1,12 +1,11 @@
 #include "vmm/devices/legacy/serial.h"
-#include "vmm/snapshot/byte_codec.h"
-
-#include <array>
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "vmm/devices/legacy/byte_registers.h"
+#include "vmm/snapshot/byte_codec.h"
 
 namespace dsec::devices {
 namespace {

@@ -15,9 +15,9 @@ void put_bool(snapshot::ByteWriter& out, bool value) {
 Result<bool> get_bool(snapshot::ByteReader& in, const char* field) {
   const auto value = DSEC_TRY(in.get<uint8_t>(field));
   if (value > 1) {
-    return fail(std::string("snapshot state: ") + field + " is " + std::to_string(value) +
-                    ", not 0 or 1",
-                "the state file is corrupt");
+    return fail(
+        std::string("snapshot state: ") + field + " is " + std::to_string(value) + ", not 0 or 1",
+        "the state file is corrupt");
   }
   return value == 1;
 }

@@ -113,18 +113,12 @@ void VirtioVsock::serve(uint16_t queue) {
   if (!interrupt_) {
     return;  // not active
   }
-  switch (queue) {
-    case kTxQueue:
-      process_tx();
-      [[fallthrough]];
-    case kRxQueue:
-      process_rx();
-      break;
-    default:
-      // The event queue: the driver gave back buffers, maybe the one of a transport reset.
-      process_rx();
-      break;
+  if (queue == kTxQueue) {
+    process_tx();
   }
+  // Rx after tx (the guest's packets may owe it answers), and after the event queue: the
+  // driver gave back buffers there, maybe the one of a transport reset that held rx.
+  process_rx();
 }
 
 void VirtioVsock::process_tx() {
@@ -215,10 +209,14 @@ bool VirtioVsock::reset_taken() {
 bool VirtioVsock::send_transport_reset() {
   VirtQueue& q = queues_[kEventQueue];
   auto popped = q.pop(memory_);
-  if (!popped || !*popped) {
+  if (!popped) {
     return false;
   }
-  const DescriptorChain& chain = **popped;
+  const std::optional<DescriptorChain>& next = *popped;
+  if (!next.has_value()) {
+    return false;
+  }
+  const DescriptorChain& chain = *next;
   // struct virtio_vsock_event { le32 id; }: VIRTIO_VSOCK_EVENT_TRANSPORT_RESET is 0.
   const std::array<uint8_t, 4> event{};
   const bool written = write_buffers(memory_, chain.writable, event).has_value();
