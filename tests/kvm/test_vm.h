@@ -128,6 +128,9 @@ inline Status start_long_mode(TestVm& t, std::span<const uint8_t> code) {
   const uint64_t gdt[] = {0, 0x00af9b000000ffff, 0x00cf93000000ffff};
   t.ram.write(kGdtAddress, std::span(reinterpret_cast<const uint8_t*>(gdt), sizeof(gdt)));
 
+  // KVM checks EFER.LME/LMA against the guest's CPUID (6.x refuses them with EINVAL when
+  // the guest has no long-mode bit), so the vCPU gets what the host supports first.
+  DSEC_TRY(t.vcpu.set_cpuid2(DSEC_TRY(t.kvm.supported_cpuid())));
   kvm_sregs sregs = DSEC_TRY(t.vcpu.get_sregs());
   sregs.gdt.base = kGdtAddress;
   sregs.gdt.limit = sizeof(gdt) - 1;
