@@ -1,7 +1,7 @@
-// A sandbox end to end: the default image booted with a vsock device and `dsec.agent`, and
-// commands and files moved through the guest agent (docs/agent-protocol.md), by the C++
-// client and by `dsec-vmm exec`/`cp`. And a virtio-blk disk whose synced data survives the
-// VMM being killed.
+// A sandbox end to end: a clone of a warm image of the default image (vsock device,
+// `dsec.agent`), with commands and files moved through the guest agent
+// (docs/agent-protocol.md), by the C++ client and by `dsec-vmm exec`/`cp`. And a cold-booted
+// sandbox's virtio-blk disk whose synced data survives the VMM being killed.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +19,7 @@
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
+#include "tests/support/warm_image.h"
 
 namespace dsec::test {
 namespace {
@@ -59,7 +60,13 @@ Captured exec_within(Sandbox& vm, agent::AgentClient& client, agent::ExecRequest
 
 TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnce) {
   if (default_image().kernel.empty()) return;  // the failure says how to build it
-  Sandbox vm;
+  // A ready sandbox as the pool hands one out: a clone of a warm image (made once per
+  // test-bed session). The cold boot to the agent has its own tests (boot_test.cpp and the
+  // disk test below).
+  const WarmImage& image = shared_warm_image({"--vcpus", "2", "--memory", "256"});
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  const auto clone = Sandbox::restore(image.dir);
+  Sandbox& vm = *clone;
   std::string why;
   ASSERT_TRUE(vm.wait_ready(kReadyDeadline, why)) << why;
   auto client = vm.client();

@@ -9,12 +9,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
+#include "tests/support/warm_image.h"
 
 namespace dsec::test {
 namespace {
@@ -31,34 +31,9 @@ constexpr const char* kCounterSetup =
     "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done' "
     ">/dev/null 2>&1 </dev/null &";
 
-struct WarmImage {
-  std::filesystem::path dir;
-  std::chrono::system_clock::time_point taken;
-  std::string failure;  // empty when it was made
-};
-
-// One warm image for the whole test binary, made by the first test that asks.
+// The warm image the tests clone: 2 vCPUs, 256 MiB, the counter and the file made first.
 const WarmImage& warm_image() {
-  static WarmImage image;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // On a local file system: in the test bed /tmp is the host's, over 9p, whose pages a
-    // clone would read through 9p; /run is a tmpfs there.
-    const std::filesystem::path base =
-        ::access("/run", W_OK) == 0 ? "/run" : std::filesystem::temp_directory_path();
-    image.dir = base / ("dsec-warm-" + std::to_string(::getpid()));
-    const auto out = run_vmm({"warm", "--out", image.dir.string(), "--vcpus", "2", "--memory",
-                              "256", "--exec", kCounterSetup, "--console",
-                              (std::filesystem::temp_directory_path() /
-                               ("dsec-warm-console-" + std::to_string(::getpid())))
-                                  .string()},
-                             std::chrono::seconds(300));
-    image.taken = std::chrono::system_clock::now();
-    if (out.exit_status != 0) {
-      image.failure = "dsec-vmm warm failed: " + out.describe();
-    }
-  });
-  return image;
+  return shared_warm_image({"--vcpus", "2", "--memory", "256", "--exec", kCounterSetup});
 }
 
 struct Output {
