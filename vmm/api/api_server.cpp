@@ -150,7 +150,7 @@ void ApiServer::accept_clients() {
 }
 
 bool ApiServer::read_from(Connection& c) {
-  std::array<char, 16 * 1024> buffer{};
+  std::array<char, size_t{16} * 1024> buffer{};
   while (c.http->wants_input()) {
     const ssize_t n = ::recv(c.fd.get(), buffer.data(), buffer.size(), 0);
     if (n > 0) {

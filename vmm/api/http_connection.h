@@ -24,12 +24,12 @@ namespace dsec::api {
 
 struct HttpLimits {
   // The URL plus every header name and value of one request.
-  size_t max_header_bytes = 8 * 1024;
+  size_t max_header_bytes = size_t{8} * 1024;
   size_t max_headers = 64;
-  size_t max_body_bytes = 64 * 1024;
+  size_t max_body_bytes = size_t{64} * 1024;
   // Received and not parsed yet, or answered and not sent yet: beyond this, wants_input()
   // is false until the other side catches up.
-  size_t max_pending_bytes = 128 * 1024;
+  size_t max_pending_bytes = size_t{128} * 1024;
 };
 
 class HttpConnection {

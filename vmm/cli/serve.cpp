@@ -77,12 +77,7 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
     spdlog::error("VM ended: its agent did not take fresh entropy and the host's clock");
     return 3;
   }
-  if (exit.exit_code() == 0) {
-    spdlog::info("VM ended: {}", exit.describe());
-  } else {
-    spdlog::error("VM ended: {} (exit status {})", exit.describe(), exit.exit_code());
-  }
-  return exit.exit_code();
+  return report_exit(exit);
 }
 
 }  // namespace

@@ -132,6 +132,10 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
   if (!options.metrics_file.empty()) {
     write_metrics(options.metrics_file, (*vm)->metrics(), exit, process_start);
   }
+  return report_exit(exit);
+}
+
+int report_exit(const machine::VmExit& exit) {
   if (exit.exit_code() == 0) {
     spdlog::info("VM ended: {}", exit.describe());
   } else {

@@ -45,4 +45,7 @@ Result<UniqueFd> open_console(const std::string& path);
 int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& build,
              const ServeOptions& options, std::chrono::steady_clock::time_point process_start);
 
+// Logs how the VM ended and returns the exit status that stands for it.
+int report_exit(const machine::VmExit& exit);
+
 }  // namespace dsec::cli
