@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -150,6 +151,33 @@ TEST_F(ApiServerTest, StopRemovesTheSocketAndLeavesNoFd) {
   const auto gone = client_.get("/");
   ASSERT_FALSE(gone);
   EXPECT_THAT(gone.error().message(), HasSubstr("no API socket at " + socket_));
+}
+
+TEST_F(ApiServerTest, OneClientOverTheLimitIsClosedAndTheOthersAreServed) {
+  std::vector<UniqueFd> idle;
+  for (size_t i = 0; i < ApiServer::kMaxConnections; ++i) {
+    auto fd = io::connect_unix(socket_);
+    ASSERT_TRUE(fd) << fd.error().message();
+    idle.push_back(std::move(*fd));
+  }
+  auto extra = io::connect_unix(socket_);
+  ASSERT_TRUE(extra);
+  pollfd p{.fd = extra->get(), .events = POLLIN, .revents = 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1) << "the server closes the one over the limit";
+  char byte = 0;
+  EXPECT_EQ(::recv(extra->get(), &byte, 1, 0), 0);
+  // One idle client goes: there is room for a new one.
+  idle.pop_back();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  Result<nlohmann::json> info = fail("not asked yet");
+  while (!info && std::chrono::steady_clock::now() < deadline) {
+    info = client_.get("/");
+    if (!info) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ASSERT_TRUE(info) << info.error().message();
+  EXPECT_EQ(info->at("id"), "test-vm");
 }
 
 TEST(ApiServerSocket, AStaleSocketIsReplacedAndAnyOtherFileRefused) {
