@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "vmm/api/json_object.h"
+#include "vmm/common/json_object.h"
 
 namespace dsec::api {
+
+using dsec::JsonObject;
 
 Result<VmStateChange> parse_vm_state(std::string_view body) {
   auto object = DSEC_TRY(JsonObject::parse(body));

@@ -1,8 +1,8 @@
-#include "vmm/api/json_object.h"
+#include "vmm/common/json_object.h"
 
 #include <fmt/format.h>
 
-namespace dsec::api {
+namespace dsec {
 namespace {
 
 using nlohmann::json;
@@ -40,15 +40,15 @@ Result<JsonObject> JsonObject::of(const json& value, std::string what) {
   return JsonObject(value, std::move(what));
 }
 
-Result<JsonObject> JsonObject::parse(std::string_view text) {
+Result<JsonObject> JsonObject::parse(std::string_view text, std::string what) {
   if (text.empty()) {
-    return fail("the request has no body: it takes a JSON object");
+    return fail(what + " is empty: it must be a JSON object");
   }
   json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
-    return fail("the body is not valid JSON");
+    return fail(what + " is not valid JSON");
   }
-  return of(value, "the body");
+  return of(value, std::move(what));
 }
 
 Result<const json*> JsonObject::find(const char* name, bool (json::*is_type)() const,
@@ -75,9 +75,10 @@ Result<const json*> JsonObject::get(const char* name, bool (json::*is_type)() co
 
 namespace {
 
-Result<std::string> checked_string(const json& value, const char* name, const std::string& what) {
+Result<std::string> checked_string(const json& value, const char* name, const std::string& what,
+                                   JsonObject::Empty empty = JsonObject::Empty::kRefused) {
   auto text = value.get<std::string>();
-  if (text.empty()) {
+  if (text.empty() && empty == JsonObject::Empty::kRefused) {
     return fail(fmt::format("'{}' in {} must not be empty", name, what));
   }
   if (text.find('\0') != std::string::npos) {
@@ -88,8 +89,16 @@ Result<std::string> checked_string(const json& value, const char* name, const st
 
 }  // namespace
 
-Result<std::string> JsonObject::string(const char* name) {
-  return checked_string(*DSEC_TRY(get(name, &json::is_string, "a string")), name, what_);
+Result<std::string> JsonObject::string(const char* name, Empty empty) {
+  return checked_string(*DSEC_TRY(get(name, &json::is_string, "a string")), name, what_, empty);
+}
+
+Result<uint32_t> JsonObject::unsigned_int32(const char* name) {
+  const uint64_t value = DSEC_TRY(unsigned_int(name));
+  if (value > UINT32_MAX) {
+    return fail(fmt::format("'{}' in {} is {}, more than 32 bits hold", name, what_, value));
+  }
+  return static_cast<uint32_t>(value);
 }
 
 Result<bool> JsonObject::boolean(const char* name) {
@@ -154,4 +163,4 @@ Status JsonObject::finish() const {
   return ok();
 }
 
-}  // namespace dsec::api
+}  // namespace dsec

@@ -1,6 +1,7 @@
-// Strict reading of one JSON object from a client: each field is asked for with the type
-// it must have, and finish() refuses any field nobody asked for. Every message names the
-// field and what was expected, for the client's fault_message.
+// Strict reading of one JSON object from outside (an API client's request body, a
+// snapshot's configuration): each field is asked for with the type it must have, and
+// finish() refuses any field nobody asked for. Every message names the field and what was
+// expected (for an API client, its fault_message).
 #pragma once
 
 #include <cstdint>
@@ -13,18 +14,24 @@
 
 #include "vmm/common/error.h"
 
-namespace dsec::api {
+namespace dsec {
 
 class JsonObject {
  public:
   // `what` names the object in messages ("the body", "mem_backend").
   static Result<JsonObject> of(const nlohmann::json& value, std::string what);
-  // The body of a request: must parse, and be an object.
-  static Result<JsonObject> parse(std::string_view text);
+  // JSON text that must parse and be an object; `what` names it ("the body").
+  static Result<JsonObject> parse(std::string_view text, std::string what = "the body");
 
-  // A field that must be there, of the type asked for. A string must not be empty or
-  // hold a NUL byte (it names files and devices).
-  Result<std::string> string(const char* name);
+  // Whether a string field may be "" (a drive's optional id); by default it may not, since
+  // most name files and devices.
+  enum class Empty { kRefused, kAllowed };
+
+  // A field that must be there, of the type asked for. A string must not hold a NUL byte,
+  // nor be empty unless allowed.
+  Result<std::string> string(const char* name, Empty empty = Empty::kRefused);
+  // An unsigned integer that must also fit 32 bits.
+  Result<uint32_t> unsigned_int32(const char* name);
   Result<bool> boolean(const char* name);
   Result<uint64_t> unsigned_int(const char* name);
   Result<nlohmann::json> object(const char* name);
@@ -53,4 +60,4 @@ class JsonObject {
   std::set<std::string, std::less<>> asked_;
 };
 
-}  // namespace dsec::api
+}  // namespace dsec
