@@ -24,7 +24,8 @@ TEST(ApiVmRequests, VmStateTakesPausedAndResumed) {
 }
 
 TEST(ApiVmRequests, VmStateRefusesEverythingElse) {
-  EXPECT_THAT(error_of(parse_vm_state("")), HasSubstr("the body is empty: it must be a JSON object"));
+  EXPECT_THAT(error_of(parse_vm_state("")),
+              HasSubstr("the body is empty: it must be a JSON object"));
   EXPECT_THAT(error_of(parse_vm_state("{")), HasSubstr("not valid JSON"));
   EXPECT_THAT(error_of(parse_vm_state("[]")), HasSubstr("must be a JSON object, not an array"));
   EXPECT_THAT(error_of(parse_vm_state("{}")), HasSubstr("'state' is missing in the body"));
