@@ -36,35 +36,6 @@ const WarmImage& warm_image() {
   return shared_warm_image({"--vcpus", "2", "--memory", "256", "--exec", kCounterSetup});
 }
 
-struct Output {
-  std::string out;
-  Result<agent::ExitStatus> status = agent::ExitStatus{};
-};
-
-Output sh(Sandbox& vm, const std::string& command) {
-  Output o;
-  auto client = vm.client();
-  agent::ExecRequest req;
-  req.argv = {"/bin/sh", "-c", command};
-  req.timeout_ms = 60000;
-  o.status = client.exec(
-      req,
-      [&](std::span<const uint8_t> b) {
-        o.out.append(b.begin(), b.end());
-        return ok();
-      },
-      [&](std::span<const uint8_t> b) {
-        o.out.append(b.begin(), b.end());
-        return ok();
-      });
-  return o;
-}
-
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 std::unique_ptr<Sandbox> ready_clone() {
   const auto& image = warm_image();
   if (!image.failure.empty()) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,59 @@ class Sandbox {
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     sandbox->launch(std::move(args));
     return sandbox;
+  }
+
+  // The constructor's boot, or restore()'s clone, serving the VM's API on api_socket().
+  static std::unique_ptr<Sandbox> with_api() {
+    std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
+    sandbox->launch({kVmmBinary, "run", "--vcpus", "2", "--memory", "256", "--vsock",
+                     sandbox->vsock_, "--append", "dsec.agent", "--console", sandbox->console_,
+                     "--api-sock", sandbox->api_socket_});
+    return sandbox;
+  }
+  static std::unique_ptr<Sandbox> restore_with_api(const std::filesystem::path& snapshot_dir) {
+    std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
+    sandbox->launch({kVmmBinary, "restore", snapshot_dir.string(), "--vsock", sandbox->vsock_,
+                     "--console", sandbox->console_, "--api-sock", sandbox->api_socket_});
+    return sandbox;
+  }
+  // A fresh `dsec-vmm serve` on api_socket(): no VM until PUT /snapshot/load, whose
+  // vsock_override should be vsock_path().
+  static std::unique_ptr<Sandbox> serve() {
+    std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
+    sandbox->launch(
+        {kVmmBinary, "serve", "--api-sock", sandbox->api_socket_, "--console", sandbox->console_});
+    return sandbox;
+  }
+
+  // Waits until the API socket exists; false (and why) if the VMM exited or the deadline
+  // passed.
+  bool wait_for_api(std::chrono::seconds deadline, std::string& why) {
+    const auto end = std::chrono::steady_clock::now() + deadline;
+    while (std::chrono::steady_clock::now() < end) {
+      if (!running()) {
+        why = "dsec-vmm exited before its API socket was there\n" + describe();
+        return false;
+      }
+      if (std::filesystem::exists(api_socket_)) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    why = "no API socket at " + api_socket_ + " within the deadline\n" + describe();
+    return false;
+  }
+
+  // Whether the VMM process still runs.
+  bool running() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      exit_status_ = status;
+      return false;
+    }
+    return true;
   }
 
   ~Sandbox() {
@@ -84,9 +138,10 @@ class Sandbox {
     return false;
   }
 
-  // Sends `sig` to the VMM and waits for it; returns its wait status.
+  // Sends `sig` to the VMM and waits for it; returns its wait status (the one it had, if
+  // it had exited already).
   int stop(int sig) {
-    if (pid_ <= 0) return -1;
+    if (pid_ <= 0) return exit_status_;
     ::kill(pid_, sig);
     int status = 0;
     ::waitpid(pid_, &status, 0);
@@ -95,6 +150,7 @@ class Sandbox {
   }
 
   const std::string& vsock_path() const { return vsock_; }
+  const std::string& api_socket() const { return api_socket_; }
   const std::filesystem::path& dir() const { return dir_; }
 
   // Asks the VMM to log its interrupts' and devices' state (SIGUSR1), again every half
@@ -136,6 +192,9 @@ class Sandbox {
                             std::to_string(counter()) + ".vsock"))
                  .string();
     console_ = (dir_ / "console.log").string();
+    api_socket_ = (socket_dir / ("dsec-sandbox-" + std::to_string(::getpid()) + "-" +
+                                 std::to_string(counter()) + ".api"))
+                      .string();
   }
 
   void launch(std::vector<std::string> args) {
@@ -161,7 +220,36 @@ class Sandbox {
   std::filesystem::path dir_;
   std::string vsock_;
   std::string console_;
+  std::string api_socket_;
   pid_t pid_ = -1;
+  int exit_status_ = -1;
 };
+
+// What `/bin/sh -c COMMAND` printed in a sandbox (stdout and stderr together), and how it
+// ended.
+struct ShellOutput {
+  std::string out;
+  Result<agent::ExitStatus> status = agent::ExitStatus{};
+};
+
+inline ShellOutput sh(Sandbox& vm, const std::string& command) {
+  ShellOutput o;
+  auto client = vm.client();
+  agent::ExecRequest req;
+  req.argv = {"/bin/sh", "-c", command};
+  req.timeout_ms = 60000;
+  auto append = [&](std::span<const uint8_t> b) {
+    o.out.append(b.begin(), b.end());
+    return ok();
+  };
+  o.status = client.exec(req, append, append);
+  return o;
+}
+
+// `s` without its trailing newlines and blanks.
+inline std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
 
 }  // namespace dsec::test

@@ -26,14 +26,15 @@ TEST(CliErrors, HelpListsTheSmokeSubcommand) {
 TEST(CliErrors, RunHelpTellsThatTheRngIsOptIn) {
   const CommandOutput help = run_command(kVmm + " run --help");
   EXPECT_EQ(help.exit_status, 0);
-  EXPECT_THAT(help.output, AllOf(HasSubstr("--rng"), HasSubstr("virtio-rng"),
-                                 HasSubstr("off by default")));
+  EXPECT_THAT(help.output,
+              AllOf(HasSubstr("--rng"), HasSubstr("virtio-rng"), HasSubstr("off by default")));
 }
 
 TEST(CliErrors, RunHelpDescribesNet) {
   const CommandOutput help = run_command(kVmm + " run --help");
   EXPECT_EQ(help.exit_status, 0);
-  EXPECT_THAT(help.output, AllOf(HasSubstr("--net"), HasSubstr("virtio-net"), HasSubstr("tap=NAME")));
+  EXPECT_THAT(help.output,
+              AllOf(HasSubstr("--net"), HasSubstr("virtio-net"), HasSubstr("tap=NAME")));
 }
 
 TEST(CliErrors, SmokeWithoutKvmPrintsWhatToDoOnStderrAndExitsOne) {
@@ -49,6 +50,48 @@ TEST(CliErrors, NoSubcommandIsAUsageError) {
   const CommandOutput result = run_command(kVmm + " 2>&1");
   EXPECT_NE(result.exit_status, 0);
   EXPECT_THAT(result.output, HasSubstr("subcommand is required"));
+}
+
+TEST(CliErrors, TheApiCommandsAndOptionsAreInTheHelp) {
+  const CommandOutput help = run_command(kVmm + " --help");
+  EXPECT_THAT(help.output, AllOf(HasSubstr("serve"), HasSubstr("snapshot")));
+  for (const char* command : {"run", "restore"}) {
+    const CommandOutput sub = run_command(kVmm + " " + command + " --help");
+    EXPECT_EQ(sub.exit_status, 0);
+    EXPECT_THAT(sub.output, AllOf(HasSubstr("--api-sock"), HasSubstr("PATCH /vm"),
+                                  HasSubstr("PUT /snapshot/create"), HasSubstr("--id")))
+        << command;
+  }
+  const CommandOutput serve = run_command(kVmm + " serve --help");
+  EXPECT_THAT(serve.output, AllOf(HasSubstr("PUT /snapshot/load"), HasSubstr("vsock_override"),
+                                  HasSubstr("--agent-timeout")));
+  const CommandOutput snapshot = run_command(kVmm + " snapshot --help");
+  EXPECT_THAT(snapshot.output, AllOf(HasSubstr("create"), HasSubstr("pause"), HasSubstr("resume")));
+  const CommandOutput create = run_command(kVmm + " snapshot create --help");
+  EXPECT_THAT(create.output, AllOf(HasSubstr("--out"), HasSubstr("--resume"),
+                                   HasSubstr("--out/state and --out/memory")));
+}
+
+TEST(CliErrors, ServeAndSnapshotNeedAnApiSocket) {
+  const CommandOutput serve = run_command(kVmm + " serve 2>&1");
+  EXPECT_NE(serve.exit_status, 0);
+  EXPECT_THAT(serve.output, HasSubstr("--api-sock is required"));
+  const CommandOutput pause = run_command(kVmm + " snapshot pause 2>&1");
+  EXPECT_NE(pause.exit_status, 0);
+  EXPECT_THAT(pause.output, HasSubstr("--api-sock is required"));
+}
+
+TEST(CliErrors, AnApiSocketPathThatIsAFileIsRefusedBeforeAnythingStarts) {
+  const std::string file = ::testing::TempDir() + "dsec-not-a-socket";
+  run_command("echo x > " + file);
+  const CommandOutput serve = run_command(kVmm + " serve --api-sock " + file + " 2>&1");
+  EXPECT_EQ(serve.exit_status, 1);
+  EXPECT_THAT(serve.output, HasSubstr("exists and is not a socket"));
+  const CommandOutput run =
+      run_command(kVmm + " run --kernel /bin/true --initrd /bin/true --api-sock " + file + " 2>&1");
+  EXPECT_EQ(run.exit_status, 1);
+  EXPECT_THAT(run.output, HasSubstr("exists and is not a socket"));
+  run_command("rm -f " + file);
 }
 
 }  // namespace

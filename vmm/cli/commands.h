@@ -27,6 +27,12 @@ void add_restore_command(CLI::App& app, CommandAction& action,
 void add_warm_command(CLI::App& app, CommandAction& action,
                       std::chrono::steady_clock::time_point process_start);
 
+// `dsec-vmm serve`: a fresh VMM that waits for PUT /snapshot/load (serve.cpp).
+void add_serve_command(CLI::App& app, CommandAction& action,
+                       std::chrono::steady_clock::time_point process_start);
+// `dsec-vmm snapshot create|pause|resume`: a client of a VMM's API socket (snapshot.cpp).
+void add_snapshot_command(CLI::App& app, CommandAction& action);
+
 // `dsec-vmm exec` and `dsec-vmm cp`: through a running guest's agent (exec.cpp).
 void add_exec_command(CLI::App& app, CommandAction& action);
 

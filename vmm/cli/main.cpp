@@ -48,6 +48,8 @@ int main(int argc, char** argv) try {
   dsec::cli::add_run_command(app, action, process_start);
   dsec::cli::add_warm_command(app, action, process_start);
   dsec::cli::add_restore_command(app, action, process_start);
+  dsec::cli::add_serve_command(app, action, process_start);
+  dsec::cli::add_snapshot_command(app, action);
   dsec::cli::add_smoke_command(app, action);
   dsec::cli::add_exec_command(app, action);
 

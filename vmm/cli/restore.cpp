@@ -6,12 +6,13 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "vmm/agent/readiness.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/cli/vm_options.h"
+#include "vmm/machine/clone_sync.h"
 #include "vmm/machine/machine.h"
+#include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::cli {
 namespace {
@@ -27,6 +28,7 @@ struct RestoreOptions {
   std::string console;
   std::string metrics_file;
   double agent_timeout_s = 30;
+  ApiOptions api;
 };
 
 double ms_since(Clock::time_point t) {
@@ -72,29 +74,25 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
     host.console_output_fd = console->get();
   }
   host.console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
-  const std::filesystem::path dir(options.snapshot_dir);
+  const auto files = snapshot::snapshot_files(options.snapshot_dir);
   auto built = Clock::now();
   auto build = [&] {
-    auto vm = machine::Machine::restore((dir / "state").string(), (dir / "memory").string(),
-                                        *overrides, host, /*paused=*/false);
+    auto vm = machine::Machine::restore(files.state, files.memory, *overrides, host,
+                                        /*paused=*/false);
     built = Clock::now();
     return vm;
   };
-  ServeOptions serve{.command = "restore", .metrics_file = options.metrics_file, .after_start = {}};
+  ServeOptions serve{.command = "restore",
+                     .metrics_file = options.metrics_file,
+                     .after_start = {},
+                     .api = options.api};
   serve.after_start = [&](machine::Machine& vm) -> Status {
     spdlog::info("restore: state restored {:.1f} ms after start, vCPUs running at {:.1f} ms",
                  std::chrono::duration<double, std::milli>(built - process_start).count(),
                  ms_since(process_start));
-    const auto& vsock = vm.config().vsock;
-    if (!vsock) {
-      spdlog::warn(
-          "restore: the VM has no vsock device, so no agent to give the clone fresh "
-          "entropy and the host's clock: it runs with the snapshot's");
-      return ok();
-    }
     const auto timeout =
         std::chrono::milliseconds(static_cast<int64_t>(options.agent_timeout_s * 1000));
-    DSEC_TRY(agent::sync_clone(vsock->uds_path, timeout, [&vm] { return !vm.ended(); }));
+    DSEC_TRY(machine::sync_restored_clone(vm, timeout));
     spdlog::info("restore: agent answering, RNG reseeded and clock set {:.1f} ms after start",
                  ms_since(process_start));
     return ok();
@@ -142,6 +140,10 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
       ->add_option("--agent-timeout", options->agent_timeout_s,
                    "Seconds to wait for the clone's agent to take its entropy and clock")
       ->capture_default_str();
+  add_api_options(*restore, options->api,
+                  "served once the clone's agent took its entropy and clock: PATCH /vm pauses "
+                  "and resumes it, PUT /snapshot/create snapshots it while paused (a snapshot "
+                  "of a clone restores like any other)");
   restore->callback([&action, options, process_start] {
     action = [options, process_start] { return restore_main(*options, process_start); };
   });

@@ -20,6 +20,7 @@ struct RunOptions {
   std::string metrics_file;
   std::string profile_guest;  // empty: no profile
   uint32_t profile_interval_us = 1000;
+  ApiOptions api;
 };
 
 int run_main(const RunOptions& options, std::chrono::steady_clock::time_point process_start) {
@@ -40,7 +41,10 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   }
   config->console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
   return serve_vm([&] { return machine::Machine::create(*config); },
-                  {.command = "run", .metrics_file = options.metrics_file, .after_start = {}},
+                  {.command = "run",
+                   .metrics_file = options.metrics_file,
+                   .after_start = {},
+                   .api = options.api},
                   process_start);
 }
 
@@ -72,6 +76,9 @@ void add_run_command(CLI::App& app, CommandAction& action,
   run->add_option("--profile-interval-us", options->profile_interval_us,
                   "Microseconds between two samples of --profile-guest (100 to 1000000)")
       ->capture_default_str();
+  add_api_options(*run, options->api,
+                  "PATCH /vm pauses and resumes the guest, PUT /snapshot/create writes a "
+                  "snapshot of it while paused (dsec-vmm snapshot is a client)");
   run->callback([&action, options, process_start] {
     action = [options, process_start] { return run_main(*options, process_start); };
   });

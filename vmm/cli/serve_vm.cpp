@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "vmm/api/api_service.h"
+#include "vmm/cli/cli11.h"
 #include "vmm/io/signal_watcher.h"
 
 namespace dsec::cli {
@@ -41,6 +43,18 @@ void write_metrics(const std::string& path, const machine::MachineMetrics& m,
 
 }  // namespace
 
+void add_api_options(CLI::App& command, ApiOptions& options, const std::string& what) {
+  options.id = api::ApiService::kDefaultInstanceId;
+  command.add_option("--api-sock", options.socket,
+                     "Serve the VM's API (Firecracker's paths and JSON, docs/api.md) on this Unix "
+                     "socket; " +
+                         what +
+                         ". Created with owner-only permissions and removed at exit; refused if "
+                         "a live VMM serves it already");
+  command.add_option("--id", options.id, "The instance id the API reports (GET /)")
+      ->capture_default_str();
+}
+
 Result<UniqueFd> open_console(const std::string& path) {
   if (path.empty()) {
     return UniqueFd();
@@ -57,11 +71,23 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
   // SIGINT and SIGTERM stop the VM, SIGUSR1 logs its interrupts' and devices' state. Blocked
   // before the Machine starts any thread, so that only the watcher sees them.
   io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
+  std::unique_ptr<api::ApiService> bound_api;
+  if (!options.api.socket.empty()) {
+    auto bound = api::ApiService::bind(options.api.socket, options.api.id);
+    if (!bound) {
+      (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                         bound.error().message().c_str());
+      return 1;
+    }
+    bound_api = std::move(*bound);
+  }
   auto vm = build();
   if (!vm) {
     (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command, vm.error().message().c_str());
     return 1;
   }
+  // After the Machine: destroyed, and its API thread stopped, before the Machine goes.
+  const std::unique_ptr<api::ApiService> api_service = std::move(bound_api);
   // Declared after the Machine: it is joined before the Machine goes.
   auto watcher = io::SignalWatcher::start(signals, [&vm = **vm](int signo) {
     if (signo == SIGUSR1) {
@@ -89,11 +115,27 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
       return 3;
     }
   }
+  if (api_service) {
+    if (auto serving = api_service->serve(std::make_unique<api::MachineBackend>(**vm)); !serving) {
+      (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                         serving.error().message().c_str());
+      (*vm)->stop("the API failed: " + serving.error().message());
+      (*vm)->wait();
+      return 3;
+    }
+  }
   machine::VmExit exit = (*vm)->wait();
+  if (api_service) {
+    api_service->stop();  // no request reaches a VM that has ended
+  }
   // metrics() reads /proc/self/smaps: only when asked for, it is on the way to the exit.
   if (!options.metrics_file.empty()) {
     write_metrics(options.metrics_file, (*vm)->metrics(), exit, process_start);
   }
+  return report_exit(exit);
+}
+
+int report_exit(const machine::VmExit& exit) {
   if (exit.exit_code() == 0) {
     spdlog::info("VM ended: {}", exit.describe());
   } else {

@@ -11,13 +11,27 @@
 #include "vmm/common/unique_fd.h"
 #include "vmm/machine/machine.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace dsec::cli {
+
+// --api-sock and --id: the VMM's API (docs/api.md).
+struct ApiOptions {
+  std::string socket;  // empty: no API
+  std::string id;      // GET /'s "id"
+};
+// Registers them on `command`; `what` ends --api-sock's description.
+void add_api_options(CLI::App& command, ApiOptions& options, const std::string& what);
 
 struct ServeOptions {
   const char* command = "run";  // for messages: "dsec-vmm <command>: ..."
   std::string metrics_file;     // boot figures as JSON when the VM ends; empty: none
   // Called once the VM runs, on the main thread; an Error stops the VM (exit status 3).
   std::function<Status(machine::Machine&)> after_start;
+  // The API socket, served once the VM runs and after_start succeeded.
+  ApiOptions api;
 };
 
 // Opens `path` (created or truncated) for the guest's console; an empty path: an empty fd
@@ -25,9 +39,13 @@ struct ServeOptions {
 Result<UniqueFd> open_console(const std::string& path);
 
 // Builds the VM with `build` (signals blocked first, so that no thread of the VM sees
-// them), starts it and waits for its end. Returns the exit status `dsec-vmm run --help`
+// them; the API socket bound before, so that a path in use fails at once), starts it and
+// waits for its end. Returns the exit status `dsec-vmm run --help`
 // documents.
 int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& build,
              const ServeOptions& options, std::chrono::steady_clock::time_point process_start);
+
+// Logs how the VM ended and returns the exit status that stands for it.
+int report_exit(const machine::VmExit& exit);
 
 }  // namespace dsec::cli

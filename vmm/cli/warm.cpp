@@ -16,6 +16,7 @@
 #include "vmm/cli/vm_options.h"
 #include "vmm/io/signal_watcher.h"
 #include "vmm/machine/machine.h"
+#include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::cli {
 namespace {
@@ -80,8 +81,8 @@ Status warm(machine::Machine& vm, const WarmOptions& options, Clock::time_point 
   }
   const auto t0 = Clock::now();
   vm.pause();
-  const std::filesystem::path dir(options.out);
-  const auto figures = DSEC_TRY(vm.snapshot((dir / "state").string(), (dir / "memory").string()));
+  const auto files = snapshot::snapshot_files(options.out);
+  const auto figures = DSEC_TRY(vm.snapshot(files.state, files.memory));
   const auto t1 = Clock::now();
   spdlog::info(
       "warm: snapshot written to {} in {:.0f} ms (devices at rest {:.1f} ms, state {:.1f} "

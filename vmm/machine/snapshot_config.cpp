@@ -1,7 +1,8 @@
 #include "vmm/machine/snapshot_config.h"
 
 #include <nlohmann/json.hpp>
-#include <set>
+
+#include "vmm/common/json_object.h"
 
 namespace dsec::machine {
 namespace {
@@ -10,33 +11,43 @@ using nlohmann::json;
 
 constexpr uint32_t kFormat = 1;
 
-Status only_fields(const json& object, const char* what, const std::set<std::string>& known) {
-  if (!object.is_object()) {
-    return fail(std::string("snapshot config: ") + what + " is not a JSON object",
-                "the state file is corrupt");
+Result<MachineConfig> read_config(std::string_view text) {
+  auto j = DSEC_TRY(JsonObject::parse(text, "the configuration"));
+  const auto format = DSEC_TRY(j.unsigned_int32("format"));
+  if (format != kFormat) {
+    return fail(
+        "format " + std::to_string(format) + ", this dsec-vmm reads " + std::to_string(kFormat),
+        "take the snapshot again with this dsec-vmm");
   }
-  for (const auto& [key, value] : object.items()) {
-    if (!known.contains(key)) {
-      return fail(std::string("snapshot config: unknown field '") + key + "' in " + what,
-                  "the snapshot was taken by a newer dsec-vmm: restore it with that one");
-    }
+  MachineConfig config;
+  config.vcpus = DSEC_TRY(j.unsigned_int32("vcpus"));
+  config.memory_mib = DSEC_TRY(j.unsigned_int("memory_mib"));
+  config.expect_clean_shutdown_announcement =
+      DSEC_TRY(j.boolean("expect_clean_shutdown_announcement"));
+  config.rng = DSEC_TRY(j.boolean("rng"));
+  for (const auto& value : DSEC_TRY(j.array("drives"))) {
+    auto d = DSEC_TRY(JsonObject::of(value, "a drive"));
+    config.drives.push_back({.path = DSEC_TRY(d.string("path")),
+                             .read_only = DSEC_TRY(d.boolean("read_only")),
+                             .id = DSEC_TRY(d.string("id", JsonObject::Empty::kAllowed))});
+    DSEC_TRY(d.finish());
   }
-  return ok();
-}
-
-template <typename T>
-Result<T> field(const json& object, const char* name, const char* what) {
-  const auto it = object.find(name);
-  if (it == object.end()) {
-    return fail(std::string("snapshot config: ") + what + " has no '" + name + "'",
-                "the state file is corrupt");
+  if (const auto vsock = DSEC_TRY(j.optional_object("vsock"))) {
+    auto v = DSEC_TRY(JsonObject::of(*vsock, "vsock"));
+    config.vsock = VsockConfig{.guest_cid = DSEC_TRY(v.unsigned_int("guest_cid")),
+                               .uds_path = DSEC_TRY(v.string("uds_path"))};
+    DSEC_TRY(v.finish());
   }
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    return fail(std::string("snapshot config: '") + name + "' in " + what + " has the wrong type",
-                "the state file is corrupt");
+  if (const auto net = DSEC_TRY(j.optional_object("net"))) {
+    auto n = DSEC_TRY(JsonObject::of(*net, "net"));
+    config.net =
+        NetConfig{.tap = DSEC_TRY(n.string("tap")),
+                  .host_cidr = DSEC_TRY(n.string("host_cidr", JsonObject::Empty::kAllowed)),
+                  .mac = DSEC_TRY(n.string("mac", JsonObject::Empty::kAllowed))};
+    DSEC_TRY(n.finish());
   }
+  DSEC_TRY(j.finish());
+  return config;
 }
 
 }  // namespace
@@ -63,45 +74,13 @@ std::string snapshot_config_to_json(const MachineConfig& config) {
 }
 
 Result<MachineConfig> snapshot_config_from_json(std::string_view text) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return fail("snapshot config: not valid JSON", "the state file is corrupt");
-  }
-  DSEC_TRY(only_fields(j, "the configuration",
-                       {"format", "vcpus", "memory_mib", "expect_clean_shutdown_announcement",
-                        "drives", "vsock", "net", "rng"}));
-  const auto format = DSEC_TRY(field<uint32_t>(j, "format", "the configuration"));
-  if (format != kFormat) {
-    return fail("snapshot config: format " + std::to_string(format) + ", this dsec-vmm reads " +
-                    std::to_string(kFormat),
-                "take the snapshot again with this dsec-vmm");
-  }
-  MachineConfig config;
-  config.vcpus = DSEC_TRY(field<uint32_t>(j, "vcpus", "the configuration"));
-  config.memory_mib = DSEC_TRY(field<uint64_t>(j, "memory_mib", "the configuration"));
-  config.expect_clean_shutdown_announcement =
-      DSEC_TRY(field<bool>(j, "expect_clean_shutdown_announcement", "the configuration"));
-  config.rng = DSEC_TRY(field<bool>(j, "rng", "the configuration"));
-  const auto drives = DSEC_TRY(field<json>(j, "drives", "the configuration"));
-  if (!drives.is_array()) {
-    return fail("snapshot config: 'drives' is not an array", "the state file is corrupt");
-  }
-  for (const auto& d : drives) {
-    DSEC_TRY(only_fields(d, "a drive", {"path", "read_only", "id"}));
-    config.drives.push_back({.path = DSEC_TRY(field<std::string>(d, "path", "a drive")),
-                             .read_only = DSEC_TRY(field<bool>(d, "read_only", "a drive")),
-                             .id = DSEC_TRY(field<std::string>(d, "id", "a drive"))});
-  }
-  if (const auto it = j.find("vsock"); it != j.end()) {
-    DSEC_TRY(only_fields(*it, "vsock", {"guest_cid", "uds_path"}));
-    config.vsock = VsockConfig{.guest_cid = DSEC_TRY(field<uint64_t>(*it, "guest_cid", "vsock")),
-                               .uds_path = DSEC_TRY(field<std::string>(*it, "uds_path", "vsock"))};
-  }
-  if (const auto it = j.find("net"); it != j.end()) {
-    DSEC_TRY(only_fields(*it, "net", {"tap", "host_cidr", "mac"}));
-    config.net = NetConfig{.tap = DSEC_TRY(field<std::string>(*it, "tap", "net")),
-                           .host_cidr = DSEC_TRY(field<std::string>(*it, "host_cidr", "net")),
-                           .mac = DSEC_TRY(field<std::string>(*it, "mac", "net"))};
+  auto config = read_config(text);
+  if (!config) {
+    const Error& e = config.error();
+    return std::unexpected(Error("snapshot config: " + e.what(), e.os_errno(),
+                                 e.hint().empty() ? "the state file is corrupt, or was written "
+                                                    "by another version of dsec-vmm"
+                                                  : e.hint()));
   }
   return config;
 }

@@ -148,6 +148,9 @@ void VirtioDevices::run_posted_work() {
   {
     const std::lock_guard lock(posted_mutex_);
     work.swap(posted_);
+    work.insert(work.end(), std::make_move_iterator(waited_.begin()),
+                std::make_move_iterator(waited_.end()));
+    waited_.clear();
   }
   for (auto& w : work) {
     w();
@@ -155,18 +158,22 @@ void VirtioDevices::run_posted_work() {
 }
 
 void VirtioDevices::run_on_loop(std::function<void()> work) {
-  if (!loop_thread_.running()) {
-    work();
-    return;
-  }
   std::promise<void> done;
   auto finished = done.get_future();
+  bool posted = false;
   {
     const std::lock_guard lock(posted_mutex_);
-    posted_.emplace_back([&work, &done] {
-      work();
-      done.set_value();
-    });
+    if (loop_running_) {
+      waited_.emplace_back([&work, &done] {
+        work();
+        done.set_value();
+      });
+      posted = true;
+    }
+  }
+  if (!posted) {
+    work();  // no loop thread: nothing else serves the devices
+    return;
   }
   static_cast<void>(posted_event_->signal());
   finished.wait();
@@ -192,7 +199,12 @@ Status VirtioDevices::quiesce(std::chrono::milliseconds timeout) {
     if (busy.empty()) {
       return ok();
     }
-    if (!loop_thread_.running() || std::chrono::steady_clock::now() >= deadline) {
+    bool running = false;
+    {
+      const std::lock_guard lock(posted_mutex_);
+      running = loop_running_;
+    }
+    if (!running || std::chrono::steady_clock::now() >= deadline) {
       return fail(fmt::format("virtio device in slot {} did not come to rest within {} ms (I/O "
                               "still in flight)",
                               busy.front(), timeout.count()),
@@ -328,11 +340,30 @@ VirtioDevices::~VirtioDevices() {
 }
 
 Status VirtioDevices::start(io::EventLoopThread::ExitHandler on_exit) {
-  return loop_thread_.start(std::move(on_exit));
+  {
+    const std::lock_guard lock(posted_mutex_);
+    loop_running_ = true;
+  }
+  auto started = loop_thread_.start(std::move(on_exit));
+  if (!started) {
+    static_cast<void>(stop());
+  }
+  return started;
 }
 
 Status VirtioDevices::stop() {
-  return loop_thread_.stop();
+  auto stopped = loop_thread_.stop();
+  std::vector<std::function<void()>> waited;
+  {
+    const std::lock_guard lock(posted_mutex_);
+    loop_running_ = false;
+    waited.swap(waited_);
+  }
+  // The loop is gone: this thread is the only one left to run what callers wait for.
+  for (auto& w : waited) {
+    w();
+  }
+  return stopped;
 }
 
 }  // namespace dsec::machine

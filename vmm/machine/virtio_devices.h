@@ -70,8 +70,8 @@ class VirtioDevices {
   void request_state_log();
 
   // Runs `work` on the event-loop thread, between two pieces of device work, and waits
-  // for it; runs it at once while the loop thread is not running. Any thread but the
-  // loop's.
+  // for it; runs it at once while the loop thread is not running, and on the stopping
+  // thread if the loop stops first. Any thread but the loop's.
   void run_on_loop(std::function<void()> work);
 
   // Snapshots, with the vCPUs parked. quiesce() brings every device to rest
@@ -118,6 +118,11 @@ class VirtioDevices {
   std::unique_ptr<io::EventFd> posted_event_;
   std::mutex posted_mutex_;
   std::vector<std::function<void()>> posted_;
+  // run_on_loop()'s work, whose callers wait for it: run by stop() if the loop ended
+  // before it, so that a caller on another thread (the API's, with a snapshot) is not
+  // left waiting for a loop that is gone.
+  std::vector<std::function<void()>> waited_;
+  bool loop_running_ = false;  // between start() and stop(), under posted_mutex_
   // KVM registrations to undo, in reverse order.
   std::vector<std::function<void()>> unregister_;
 };

@@ -26,7 +26,11 @@ HostListener::HostListener(io::EventLoop& loop, std::string path, Guard guard, C
 Result<std::unique_ptr<HostListener>> HostListener::create(
     io::EventLoop& loop, std::string path, Guard guard, Connected connected,
     std::chrono::milliseconds handshake_timeout) {
-  UniqueFd listener = DSEC_TRY(listen_unix(path));
+  auto bound = listen_unix(path);
+  if (!bound) {
+    return std::unexpected(bound.error().with_context("vsock"));
+  }
+  UniqueFd listener = std::move(*bound);
   std::unique_ptr<HostListener> host(new HostListener(loop, std::move(path), std::move(guard),
                                                       std::move(connected), handshake_timeout));
   host->listener_ = std::move(listener);

@@ -9,20 +9,17 @@
 #include <string>
 #include <string_view>
 
-#include "vmm/common/error.h"
-#include "vmm/common/unique_fd.h"
+#include "vmm/io/unix_socket.h"
 
 namespace dsec::virtio::vsock {
 
 // The longest "CONNECT <port>\n" line read from a host socket.
 inline constexpr size_t kMaxConnectLine = 32;
 
-// A non-blocking, close-on-exec listening socket bound at `path`. Fails, naming the path,
-// if it is too long for sockaddr_un or already exists (a stale socket is not removed: it
-// may be another VM's).
-Result<UniqueFd> listen_unix(const std::string& path);
-// A non-blocking, close-on-exec socket connected to `path`.
-Result<UniqueFd> connect_unix(const std::string& path);
+// The socket `uds_path` and the guests' connections (vmm/io/unix_socket.h).
+using io::connect_unix;
+using io::listen_unix;
+
 // Where a guest connection to host port `port` goes.
 std::string guest_connect_path(const std::string& uds_path, uint32_t port);
 

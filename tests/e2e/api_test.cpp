@@ -1,0 +1,226 @@
+// The VM's API socket end to end (docs/api.md): pause and resume of a running guest through
+// it, snapshots of a sandbox and of a clone taken through it and restored with `dsec-vmm
+// restore`, a load into a fresh `dsec-vmm serve`, and refusals that leave the VM running.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "tests/support/dsec_vmm.h"
+#include "tests/support/sandbox.h"
+#include "vmm/api/api_client.h"
+
+namespace dsec::test {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr auto kReadyDeadline = std::chrono::seconds(300);
+
+// On a local file system: in the test bed /tmp is the host's, over 9p, where a clone would
+// read its memory through 9p and no Unix socket can live; /run is a tmpfs there.
+std::filesystem::path local_dir(const std::string& name) {
+  const std::filesystem::path base =
+      ::access("/run", W_OK) == 0 ? "/run" : std::filesystem::temp_directory_path();
+  return base / (name + "-" + std::to_string(::getpid()));
+}
+
+api::ApiClient api_of(const Sandbox& vm) {
+  return api::ApiClient(vm.api_socket(), std::chrono::seconds(120));
+}
+
+std::string state_of(const Sandbox& vm) {
+  const auto info = api_of(vm).get("/");
+  return info ? info->value("state", std::string("?")) : info.error().message();
+}
+
+// A sandbox whose agent answers and, `with_api`, whose API socket is there; nullptr (the
+// test failed) if not.
+std::unique_ptr<Sandbox> ready(std::unique_ptr<Sandbox> vm, bool with_api = true) {
+  std::string why;
+  if (!vm->wait_ready(kReadyDeadline, why) || (with_api && !vm->wait_for_api(30s, why))) {
+    ADD_FAILURE() << why;
+    return nullptr;
+  }
+  return vm;
+}
+
+// A snapshot directory written through the API socket of a running sandbox, made once for
+// the test binary by the first test that asks. The sandbox had /tmp/origin written before,
+// and went on running after it (--resume).
+struct ApiSnapshot {
+  std::filesystem::path dir;
+  std::string failure;  // empty when it was made
+  ~ApiSnapshot() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+const ApiSnapshot& api_snapshot() {
+  static ApiSnapshot snapshot;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    snapshot.dir = local_dir("dsec-api-snapshot");
+    auto vm = ready(Sandbox::with_api());
+    if (!vm) {
+      snapshot.failure = "the sandbox to snapshot did not start";
+      return;
+    }
+    const auto wrote = sh(*vm, "echo from-the-original > /tmp/origin");
+    if (!wrote.status) {
+      snapshot.failure = "exec before the snapshot: " + wrote.status.error().message();
+      return;
+    }
+    const auto out = run_vmm({"snapshot", "create", "--api-sock", vm->api_socket(), "--out",
+                              snapshot.dir.string(), "--resume"},
+                             180s);
+    if (out.exit_status != 0) {
+      snapshot.failure = "dsec-vmm snapshot create failed: " + out.describe() + vm->describe();
+      return;
+    }
+    // --resume: the original runs on and answers.
+    const auto after = sh(*vm, "cat /tmp/origin");
+    if (!after.status || trimmed(after.out) != "from-the-original" || state_of(*vm) != "Running") {
+      snapshot.failure =
+          "the original did not run on after the snapshot: " + after.out + vm->describe_stuck();
+    }
+  });
+  return snapshot;
+}
+
+TEST(ApiPauseResume, AHundredPausesAndResumesLoseNoStepOfTheGuestsCounter) {
+  auto vm = ready(Sandbox::with_api());
+  ASSERT_TRUE(vm);
+  // Writes 1, 2, 3, ... one line each, as fast as the guest goes, until /tmp/stop exists.
+  const auto started = sh(*vm,
+                          "rm -f /tmp/seq /tmp/stop /tmp/done; setsid sh -c 'i=0; while [ ! -e "
+                          "/tmp/stop ]; do i=$((i+1)); echo $i >> /tmp/seq; done; touch "
+                          "/tmp/done' >/dev/null 2>&1 </dev/null &");
+  ASSERT_TRUE(started.status) << started.status.error().message() << vm->describe();
+  const auto client = api_of(*vm);
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(20ms);
+    ASSERT_TRUE(client.send("PATCH", "/vm", {{"state", "Paused"}})) << "pause " << i;
+    ASSERT_EQ(state_of(*vm), "Paused") << "pause " << i;
+    std::this_thread::sleep_for(5ms);
+    ASSERT_TRUE(client.send("PATCH", "/vm", {{"state", "Resumed"}})) << "resume " << i;
+  }
+  ASSERT_EQ(state_of(*vm), "Running");
+  const auto stopped =
+      sh(*vm, "touch /tmp/stop; while [ ! -e /tmp/done ]; do sleep 0.1; done; echo stopped");
+  ASSERT_TRUE(stopped.status) << vm->describe_stuck();
+  ASSERT_EQ(trimmed(stopped.out), "stopped");
+  // Line n holds n: no step lost (a gap), none repeated (a duplicate).
+  const auto check = sh(*vm,
+                        "awk 'NR != $1 { print \"line \" NR \" holds \" $1; bad = 1; exit } "
+                        "END { if (!bad) print \"whole \" NR }' /tmp/seq");
+  ASSERT_TRUE(check.status) << vm->describe();
+  EXPECT_THAT(check.out, HasSubstr("whole ")) << check.out;
+  const long lines = std::stol(trimmed(check.out).substr(check.out.find(' ') + 1));
+  EXPECT_GT(lines, 100) << "the counter ran across the pauses";
+}
+
+TEST(ApiSnapshot, ASnapshotThroughTheApiRestoresAndSoDoesASnapshotOfThatClone) {
+  const auto& snapshot = api_snapshot();
+  ASSERT_TRUE(snapshot.failure.empty()) << snapshot.failure;
+  EXPECT_TRUE(std::filesystem::exists(snapshot.dir / "state"));
+  EXPECT_TRUE(std::filesystem::exists(snapshot.dir / "memory"));
+
+  auto clone = ready(Sandbox::restore_with_api(snapshot.dir));
+  ASSERT_TRUE(clone);
+  EXPECT_EQ(trimmed(sh(*clone, "cat /tmp/origin").out), "from-the-original") << clone->describe();
+  ASSERT_TRUE(sh(*clone, "echo from-the-clone > /tmp/clone").status) << clone->describe();
+  // The snapshot of a clone: `snapshot create` pauses it and leaves it paused.
+  const auto second_dir = local_dir("dsec-api-snapshot-of-clone");
+  const auto out = run_vmm(
+      {"snapshot", "create", "--api-sock", clone->api_socket(), "--out", second_dir.string()},
+      180s);
+  ASSERT_EQ(out.exit_status, 0) << out.describe() << clone->describe();
+  EXPECT_EQ(state_of(*clone), "Paused");
+  clone.reset();
+
+  auto grandchild = ready(Sandbox::restore(second_dir), /*with_api=*/false);
+  ASSERT_TRUE(grandchild);
+  const auto both = sh(*grandchild, "cat /tmp/origin /tmp/clone");
+  ASSERT_TRUE(both.status) << grandchild->describe();
+  EXPECT_EQ(trimmed(both.out), "from-the-original\nfrom-the-clone");
+  grandchild.reset();
+  std::filesystem::remove_all(second_dir);
+}
+
+TEST(ApiServe, ALoadIntoAFreshVmmRestoresTheSnapshotAndItsAgentAnswers) {
+  const auto& snapshot = api_snapshot();
+  ASSERT_TRUE(snapshot.failure.empty()) << snapshot.failure;
+  auto vmm = Sandbox::serve();
+  std::string why;
+  ASSERT_TRUE(vmm->wait_for_api(30s, why)) << why;
+  const auto client = api_of(*vmm);
+  EXPECT_EQ(state_of(*vmm), "Not started");
+  // Nothing but a load works yet.
+  const auto early = client.send("PATCH", "/vm", {{"state", "Paused"}});
+  ASSERT_FALSE(early);
+  EXPECT_THAT(early.error().message(), HasSubstr("there is no VM yet"));
+
+  ASSERT_TRUE(client.send(
+      "PUT", "/snapshot/load",
+      {{"snapshot_path", (snapshot.dir / "state").string()},
+       {"mem_backend",
+        {{"backend_type", "File"}, {"backend_path", (snapshot.dir / "memory").string()}}},
+       {"vsock_override", {{"uds_path", vmm->vsock_path()}}},
+       {"resume_vm", true}}))
+      << vmm->describe();
+  EXPECT_EQ(state_of(*vmm), "Running");
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+  EXPECT_EQ(trimmed(sh(*vmm, "cat /tmp/origin").out), "from-the-original") << vmm->describe();
+  const auto config = client.get("/vm/config");
+  ASSERT_TRUE(config) << config.error().message();
+  EXPECT_EQ(config->at("machine-config").at("vcpu_count"), 2);
+  EXPECT_EQ(config->at("machine-config").at("mem_size_mib"), 256);
+  EXPECT_EQ(config->at("vsock").at("uds_path"), vmm->vsock_path());
+
+  const auto again = client.send("PUT", "/snapshot/load",
+                                 {{"snapshot_path", (snapshot.dir / "state").string()},
+                                  {"mem_file_path", (snapshot.dir / "memory").string()}});
+  ASSERT_FALSE(again);
+  EXPECT_THAT(again.error().message(), HasSubstr("(400): cannot load a snapshot"));
+  EXPECT_TRUE(sh(*vmm, "true").status) << "the VM runs on";
+}
+
+TEST(ApiOrder, LoadAfterABootAndCreateWhileRunningAreRefusedAndTheVmRunsOn) {
+  auto vm = ready(Sandbox::with_api());
+  ASSERT_TRUE(vm);
+  const auto client = api_of(*vm);
+  const auto load =
+      client.request("PUT", "/snapshot/load",
+                     R"({"snapshot_path": "/run/x/state", "mem_file_path": "/run/x/memory"})");
+  ASSERT_TRUE(load) << load.error().message();
+  EXPECT_EQ(load->status, 400);
+  EXPECT_THAT(load->body, HasSubstr("\"fault_message\":\"cannot load a snapshot: this VMM already "
+                                    "has a VM"));
+  const auto create = client.request(
+      "PUT", "/snapshot/create",
+      R"({"snapshot_type": "Full", "snapshot_path": "/run/x/state", "mem_file_path": "/run/x/memory"})");
+  ASSERT_TRUE(create) << create.error().message();
+  EXPECT_EQ(create->status, 400);
+  EXPECT_THAT(create->body,
+              HasSubstr("\"fault_message\":\"cannot create a snapshot while running"));
+  EXPECT_FALSE(std::filesystem::exists("/run/x/state"));
+  EXPECT_EQ(state_of(*vm), "Running");
+  const auto echo = sh(*vm, "echo still-here");
+  ASSERT_TRUE(echo.status) << vm->describe();
+  EXPECT_EQ(trimmed(echo.out), "still-here");
+  // The socket goes with the VMM.
+  const std::string socket = vm->api_socket();
+  vm.reset();
+  EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+}  // namespace
+}  // namespace dsec::test

@@ -1,0 +1,57 @@
+// libFuzzer target: a hostile API client's bytes through the whole request path — the HTTP
+// connection (http_parser, limits, pipelining), the router, the request bodies' parsers
+// and the order rules — with a fake backend behind it. The bytes arrive in uneven reads
+// as a socket would deliver them. Nothing may crash, every answer must be well formed, and
+// the output may not grow past its limit by more than one answer.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "tests/support/fake_vm_backend.h"
+#include "vmm/api/http_connection.h"
+#include "vmm/api/vm_api.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace dsec::api;
+  if (size == 0) {
+    return 0;
+  }
+  dsec::test::FakeVmBackend backend;
+  // The first byte picks the VM's state, so that every order rule is reached.
+  backend.current = static_cast<InstanceState>(data[0] % 3);
+  VmApi api(backend, "fuzz");
+  HttpLimits limits;
+  limits.max_pending_bytes = 4096;
+  HttpConnection connection(limits);
+  const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const size_t step = 1 + data[0] % 97;
+  for (size_t at = 0; at < bytes.size() || connection.wants_input(); at += step) {
+    if (at < bytes.size()) {
+      connection.receive(bytes.substr(at, step));
+    } else {
+      connection.receive_eof();
+    }
+    while (auto request = connection.next_request()) {
+      const auto response = api.handle(*request);
+      if (response.status != 200 && response.status != 204 && response.status != 400 &&
+          response.status != 404 && response.status != 405) {
+        std::abort();
+      }
+      connection.respond(response);
+    }
+    if (connection.output().size() > limits.max_pending_bytes + 4096) {
+      std::abort();
+    }
+    // The client reads its answers.
+    const auto out = connection.output();
+    if (!out.empty() && out.substr(0, 9) != "HTTP/1.1 ") {
+      std::abort();
+    }
+    connection.consume_output(out.size());
+    if (connection.finished()) {
+      break;
+    }
+  }
+  return 0;
+}

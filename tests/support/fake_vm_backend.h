@@ -1,0 +1,65 @@
+// For tests of the API: a VmBackend with no VM behind it. It keeps its state as a real
+// VMM's would change (a load makes a paused or running VM, pause and resume flip it),
+// records every call, and fails the next call when told to, so that tests see what the
+// endpoints asked of it, and in which order.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vmm/api/vm_backend.h"
+
+namespace dsec::test {
+
+class FakeVmBackend : public api::VmBackend {
+ public:
+  api::InstanceState current = api::InstanceState::kNotStarted;
+  machine::MachineConfig machine_config;
+  std::vector<std::string> calls;  // "pause", "resume", "create", "load"
+  std::optional<api::SnapshotCreateRequest> created;
+  std::optional<api::SnapshotLoadRequest> loaded;
+  std::optional<std::string> fail_next;  // the next call fails with this message
+
+  api::InstanceState state() const override { return current; }
+  std::optional<machine::MachineConfig> config() const override {
+    if (current == api::InstanceState::kNotStarted) {
+      return std::nullopt;
+    }
+    return machine_config;
+  }
+  Status pause() override {
+    DSEC_TRY(call("pause"));
+    current = api::InstanceState::kPaused;
+    return ok();
+  }
+  Status resume() override {
+    DSEC_TRY(call("resume"));
+    current = api::InstanceState::kRunning;
+    return ok();
+  }
+  Status create_snapshot(const api::SnapshotCreateRequest& request) override {
+    DSEC_TRY(call("create"));
+    created = request;
+    return ok();
+  }
+  Status load_snapshot(const api::SnapshotLoadRequest& request) override {
+    DSEC_TRY(call("load"));
+    loaded = request;
+    current = request.resume_vm ? api::InstanceState::kRunning : api::InstanceState::kPaused;
+    return ok();
+  }
+
+ private:
+  Status call(const std::string& name) {
+    calls.push_back(name);
+    if (fail_next) {
+      const std::string why = *fail_next;
+      fail_next.reset();
+      return fail(why);
+    }
+    return ok();
+  }
+};
+
+}  // namespace dsec::test

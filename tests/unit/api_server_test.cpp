@@ -1,0 +1,266 @@
+// The API server on a Unix socket in a temporary directory, over a fake backend: what a
+// client sees through the socket (the API client, raw bytes, `dsec-vmm snapshot`), the
+// socket file's life, and no fd left behind.
+#include "vmm/api/api_server.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/support/fake_vm_backend.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
+#include "vmm/api/api_client.h"
+#include "vmm/api/vm_api.h"
+#include "vmm/io/unix_socket.h"
+
+namespace dsec::api {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+
+size_t open_fds() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator()));
+}
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server =
+        ApiServer::start(socket_, [this](const HttpRequest& r) { return api_.handle(r); });
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+  }
+
+  // Sends `bytes` on a new connection, shuts the sending side and reads everything back.
+  std::string exchange(const std::string& bytes) {
+    auto fd = io::connect_unix(socket_);
+    EXPECT_TRUE(fd) << fd.error().message();
+    if (!fd) {
+      return {};
+    }
+    EXPECT_EQ(::send(fd->get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+    ::shutdown(fd->get(), SHUT_WR);
+    std::string answer;
+    char buffer[4096];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const ssize_t n = ::recv(fd->get(), buffer, sizeof buffer, 0);
+      if (n == 0) {
+        break;
+      }
+      if (n > 0) {
+        answer.append(buffer, static_cast<size_t>(n));
+      } else if (errno == EAGAIN) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      } else {
+        break;
+      }
+    }
+    return answer;
+  }
+
+  test::TempDir dir_;
+  std::string socket_ = dir_.file("api.sock");
+  test::FakeVmBackend backend_;
+  VmApi api_{backend_, "test-vm"};
+  std::unique_ptr<ApiServer> server_;
+  ApiClient client_{socket_, std::chrono::seconds(10)};
+};
+
+TEST_F(ApiServerTest, AClientGetsInstanceInfoAndTheSocketIsTheOwnersOnly) {
+  ASSERT_OK_AND_ASSIGN(auto info, client_.get("/"));
+  EXPECT_EQ(info.at("id"), "test-vm");
+  EXPECT_EQ(info.at("state"), "Not started");
+  struct stat st {};
+  ASSERT_EQ(::stat(socket_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST_F(ApiServerTest, PipelinedRequestsOnOneConnectionAreAnsweredInOrder) {
+  backend_.current = InstanceState::kRunning;
+  const std::string body = R"({"state":"Paused"})";
+  const auto answer = exchange(
+      "GET / HTTP/1.1\r\n\r\nPATCH /vm HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body + "GET / HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\n");
+  const auto running = answer.find("\"state\":\"Running\"");
+  const auto no_content = answer.find("HTTP/1.1 204 No Content");
+  const auto paused = answer.find("\"state\":\"Paused\"");
+  const auto not_found = answer.find("HTTP/1.1 404 Not Found");
+  ASSERT_NE(running, std::string::npos) << answer;
+  ASSERT_NE(no_content, std::string::npos) << answer;
+  ASSERT_NE(paused, std::string::npos) << answer;
+  ASSERT_NE(not_found, std::string::npos) << answer;
+  EXPECT_LT(running, no_content);
+  EXPECT_LT(no_content, paused);
+  EXPECT_LT(paused, not_found);
+}
+
+TEST_F(ApiServerTest, AMalformedRequestGets400AndTheServerServesOthers) {
+  const auto answer = exchange("NOT HTTP AT ALL\r\n\r\n");
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 400 Bad Request"));
+  EXPECT_THAT(answer, HasSubstr("fault_message"));
+  ASSERT_OK(client_.get("/"));
+}
+
+TEST_F(ApiServerTest, TheClientCarriesTheVmmsFaultMessage) {
+  const auto refused = client_.send("PATCH", "/vm", {{"state", "Paused"}});
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message(),
+              HasSubstr("the VMM refused PATCH /vm (400): there is no VM yet"));
+  const auto missing = client_.get("/machine-config");
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().message(), HasSubstr("(404): no such resource"));
+}
+
+TEST_F(ApiServerTest, ASecondServerOnALiveSocketIsRefused) {
+  auto second =
+      ApiServer::start(socket_, [](const HttpRequest&) { return HttpResponse::no_content(); });
+  ASSERT_FALSE(second);
+  EXPECT_THAT(second.error().message(), HasSubstr("another process serves an API there"));
+  ASSERT_OK(client_.get("/"));  // the first one still serves
+}
+
+TEST_F(ApiServerTest, StopRemovesTheSocketAndLeavesNoFd) {
+  server_->stop();
+  EXPECT_FALSE(std::filesystem::exists(socket_));
+  const size_t before = open_fds();
+  for (int i = 0; i < 3; ++i) {
+    auto server =
+        ApiServer::start(socket_, [this](const HttpRequest& r) { return api_.handle(r); });
+    ASSERT_TRUE(server) << server.error().message();
+    ASSERT_OK(client_.get("/"));
+    auto idle = io::connect_unix(socket_);  // a client still connected at the stop
+    ASSERT_TRUE(idle);
+  }
+  EXPECT_EQ(open_fds(), before);
+  EXPECT_FALSE(std::filesystem::exists(socket_));
+  const auto gone = client_.get("/");
+  ASSERT_FALSE(gone);
+  EXPECT_THAT(gone.error().message(), HasSubstr("no API socket at " + socket_));
+}
+
+TEST_F(ApiServerTest, OneClientOverTheLimitIsClosedAndTheOthersAreServed) {
+  std::vector<UniqueFd> idle;
+  for (size_t i = 0; i < ApiServer::kMaxConnections; ++i) {
+    auto fd = io::connect_unix(socket_);
+    ASSERT_TRUE(fd) << fd.error().message();
+    idle.push_back(std::move(*fd));
+  }
+  auto extra = io::connect_unix(socket_);
+  ASSERT_TRUE(extra);
+  pollfd p{.fd = extra->get(), .events = POLLIN, .revents = 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1) << "the server closes the one over the limit";
+  char byte = 0;
+  EXPECT_EQ(::recv(extra->get(), &byte, 1, 0), 0);
+  // One idle client goes: there is room for a new one.
+  idle.pop_back();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  Result<nlohmann::json> info = fail("not asked yet");
+  while (!info && std::chrono::steady_clock::now() < deadline) {
+    info = client_.get("/");
+    if (!info) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ASSERT_TRUE(info) << info.error().message();
+  EXPECT_EQ(info->at("id"), "test-vm");
+}
+
+TEST(ApiServerSocket, AStaleSocketIsReplacedAndAnyOtherFileRefused) {
+  test::TempDir dir;
+  const auto path = dir.file("api.sock");
+  {
+    auto stale = io::listen_unix(path);  // bound, then closed: nobody serves it
+    ASSERT_TRUE(stale);
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  auto server =
+      ApiServer::start(path, [](const HttpRequest&) { return HttpResponse::no_content(); });
+  ASSERT_TRUE(server) << server.error().message();
+  server->reset();
+
+  const auto file = dir.file("plain");
+  std::ofstream(file) << "not a socket";
+  auto refused =
+      ApiServer::start(file, [](const HttpRequest&) { return HttpResponse::no_content(); });
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message(), HasSubstr("exists and is not a socket"));
+  EXPECT_TRUE(std::filesystem::exists(file)) << "nothing was removed";
+}
+
+TEST_F(ApiServerTest, SnapshotCreatePausesWritesTheSnapshotDirectoryAndResumes) {
+  backend_.current = InstanceState::kRunning;
+  const auto out = dir_.path() / "snap";
+  const auto result = test::run_process(
+      {kVmm, "snapshot", "create", "--api-sock", socket_, "--out", out.string(), "--resume"},
+      std::chrono::seconds(30));
+  ASSERT_EQ(result.exit_status, 0) << result.describe();
+  EXPECT_THAT(backend_.calls, ::testing::ElementsAre("pause", "create", "resume"));
+  ASSERT_TRUE(backend_.created);
+  // The layout `dsec-vmm warm` writes and `dsec-vmm restore` reads.
+  EXPECT_EQ(backend_.created->snapshot_path, (out / "state").string());
+  EXPECT_EQ(backend_.created->mem_file_path, (out / "memory").string());
+  EXPECT_TRUE(std::filesystem::is_directory(out));
+  EXPECT_THAT(result.out, HasSubstr(out.string()));
+}
+
+TEST_F(ApiServerTest, SnapshotCreateOfAPausedVmLeavesItPaused) {
+  backend_.current = InstanceState::kPaused;
+  const auto result = test::run_process(
+      {kVmm, "snapshot", "create", "--api-sock", socket_, "--out", dir_.file("s")},
+      std::chrono::seconds(30));
+  ASSERT_EQ(result.exit_status, 0) << result.describe();
+  EXPECT_THAT(backend_.calls, ::testing::ElementsAre("create"));
+  EXPECT_EQ(backend_.current, InstanceState::kPaused);
+}
+
+TEST_F(ApiServerTest, SnapshotPauseAndResumeAndTheirErrors) {
+  backend_.current = InstanceState::kRunning;
+  auto paused = test::run_process({kVmm, "snapshot", "pause", "--api-sock", socket_},
+                                  std::chrono::seconds(30));
+  ASSERT_EQ(paused.exit_status, 0) << paused.describe();
+  EXPECT_EQ(backend_.current, InstanceState::kPaused);
+  auto resumed = test::run_process({kVmm, "snapshot", "resume", "--api-sock", socket_},
+                                   std::chrono::seconds(30));
+  ASSERT_EQ(resumed.exit_status, 0) << resumed.describe();
+  EXPECT_EQ(backend_.current, InstanceState::kRunning);
+
+  backend_.fail_next = "the VM has ended";
+  auto refused = test::run_process({kVmm, "snapshot", "pause", "--api-sock", socket_},
+                                   std::chrono::seconds(30));
+  EXPECT_EQ(refused.exit_status, 1) << refused.describe();
+  EXPECT_THAT(refused.err, HasSubstr("the VMM refused PATCH /vm (400): the VM has ended"));
+
+  auto missing =
+      test::run_process({kVmm, "snapshot", "pause", "--api-sock", dir_.file("nothing.sock")},
+                        std::chrono::seconds(30));
+  EXPECT_EQ(missing.exit_status, 1) << missing.describe();
+  EXPECT_THAT(missing.err, HasSubstr("no API socket at " + dir_.file("nothing.sock")));
+  EXPECT_THAT(missing.err, HasSubstr("is a VMM running with --api-sock"));
+}
+
+TEST_F(ApiServerTest, SnapshotCreateWithoutAVmSaysWhy) {
+  const auto result = test::run_process(
+      {kVmm, "snapshot", "create", "--api-sock", socket_, "--out", dir_.file("s")},
+      std::chrono::seconds(30));
+  EXPECT_EQ(result.exit_status, 1) << result.describe();
+  EXPECT_THAT(result.err, HasSubstr("has no VM to snapshot (state: Not started)"));
+  EXPECT_TRUE(backend_.calls.empty());
+}
+
+}  // namespace
+}  // namespace dsec::api

@@ -1,0 +1,74 @@
+// The configuration a snapshot keeps: written and read back whole, and a corrupt one
+// (wrong type, unknown or missing field, a number past its type) refused by name.
+#include "vmm/machine/snapshot_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/result_matchers.h"
+
+namespace dsec::machine {
+namespace {
+
+using ::testing::HasSubstr;
+
+MachineConfig full_config() {
+  MachineConfig c;
+  c.vcpus = 3;
+  c.memory_mib = 384;
+  c.expect_clean_shutdown_announcement = true;
+  c.rng = true;
+  c.drives = {{.path = "/d/a.img", .read_only = true, .id = ""},
+              {.path = "/d/b.img", .read_only = false, .id = "scratch"}};
+  c.vsock = VsockConfig{.guest_cid = 9, .uds_path = "/run/v.sock"};
+  c.net = NetConfig{.tap = "tap1", .host_cidr = "", .mac = "52:54:00:00:00:01"};
+  return c;
+}
+
+TEST(SnapshotConfig, ReadsBackWhatItWrote) {
+  const auto c = full_config();
+  ASSERT_OK_AND_ASSIGN(auto back, snapshot_config_from_json(snapshot_config_to_json(c)));
+  EXPECT_EQ(back.vcpus, 3u);
+  EXPECT_EQ(back.memory_mib, 384u);
+  EXPECT_TRUE(back.expect_clean_shutdown_announcement);
+  EXPECT_TRUE(back.rng);
+  EXPECT_EQ(back.drives, c.drives);
+  EXPECT_EQ(back.vsock, c.vsock);
+  EXPECT_EQ(back.net, c.net);
+  MachineConfig bare;
+  ASSERT_OK_AND_ASSIGN(auto none, snapshot_config_from_json(snapshot_config_to_json(bare)));
+  EXPECT_FALSE(none.vsock);
+  EXPECT_FALSE(none.net);
+  EXPECT_TRUE(none.drives.empty());
+}
+
+TEST(SnapshotConfig, RefusesACorruptConfigurationByName) {
+  auto with = [](const std::function<void(nlohmann::json&)>& change) {
+    auto j = nlohmann::json::parse(snapshot_config_to_json(full_config()));
+    change(j);
+    const auto r = snapshot_config_from_json(j.dump());
+    return r ? std::string("(accepted)") : r.error().message();
+  };
+  EXPECT_THAT(with([](auto& j) { j["vcpus"] = "3"; }),
+              HasSubstr("snapshot config: 'vcpus' in the configuration must be a non-negative "
+                        "integer, not a string; the state file is corrupt"));
+  EXPECT_THAT(with([](auto& j) { j["vcpus"] = uint64_t{1} << 32; }),
+              HasSubstr("more than 32 bits hold"));
+  EXPECT_THAT(with([](auto& j) { j["extra"] = 1; }), HasSubstr("unknown field 'extra'"));
+  EXPECT_THAT(with([](auto& j) { j.erase("memory_mib"); }),
+              HasSubstr("'memory_mib' is missing in the configuration"));
+  EXPECT_THAT(with([](auto& j) { j["drives"][0]["path"] = ""; }),
+              HasSubstr("'path' in a drive must not be empty"));
+  EXPECT_THAT(with([](auto& j) { j["vsock"]["port"] = 1; }),
+              HasSubstr("unknown field 'port' in vsock"));
+  EXPECT_THAT(with([](auto& j) { j["format"] = 2; }),
+              HasSubstr("format 2, this dsec-vmm reads 1; take the snapshot again"));
+  EXPECT_THAT(snapshot_config_from_json("{").error().message(),
+              HasSubstr("snapshot config: the configuration is not valid JSON"));
+}
+
+}  // namespace
+}  // namespace dsec::machine

@@ -1,0 +1,257 @@
+#include "vmm/api/api_server.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "vmm/io/unix_socket.h"
+
+namespace dsec::api {
+namespace {
+
+// Binds `path`, replacing a socket file whose server is gone.
+Result<UniqueFd> bind_api_socket(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return fail("--api-sock " + path + " exists and is not a socket",
+                  "choose another path; nothing was removed");
+    }
+    if (io::connect_unix(path)) {
+      return fail("--api-sock " + path + ": another process serves an API there",
+                  "choose another path, or stop that VMM first");
+    }
+    // Nobody answers (ECONNREFUSED): a VMM that is gone left it behind.
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return fail_errno("--api-sock " + path + ": cannot remove the stale socket", errno);
+    }
+  }
+  auto fd = io::listen_unix(path);
+  if (!fd) {
+    return std::unexpected(fd.error().with_context("--api-sock"));
+  }
+  // Whoever can connect can pause, snapshot and load: the owner only.
+  if (::chmod(path.c_str(), 0600) != 0) {
+    const int err = errno;
+    ::unlink(path.c_str());
+    return fail_errno("--api-sock " + path + ": chmod", err);
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ApiServer>> ApiServer::bind(const std::string& path, HttpLimits limits) {
+  auto listener = DSEC_TRY(bind_api_socket(path));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    ::unlink(path.c_str());
+    return fail_errno("--api-sock " + path + ": stat", err);
+  }
+  auto loop = io::EventLoop::create(64);
+  if (!loop) {
+    ::unlink(path.c_str());
+    return std::unexpected(loop.error().with_context("API event loop"));
+  }
+  // From here on the destructor removes the socket file.
+  return std::unique_ptr<ApiServer>(
+      new ApiServer(path, std::move(listener), st.st_ino, std::move(*loop), limits));
+}
+
+Result<std::unique_ptr<ApiServer>> ApiServer::start(const std::string& path, Handler handler,
+                                                    HttpLimits limits) {
+  auto server = DSEC_TRY(bind(path, limits));
+  DSEC_TRY(server->serve(std::move(handler)));
+  return server;
+}
+
+Status ApiServer::serve(Handler handler) {
+  if (thread_.joinable() || stopped_) {
+    return fail("the API server serves already, or has stopped");
+  }
+  handler_ = std::move(handler);
+  DSEC_TRY(loop_.add_fd_watch(listener_.get(), [this] { accept_clients(); }));
+  try {
+    thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "dsec-api");
+      if (auto ran = loop_.run(); !ran) {
+        spdlog::error("api: the event loop failed: {}; the API socket answers no more",
+                      ran.error().message());
+      }
+    });
+  } catch (const std::system_error& e) {
+    return fail_errno("API thread: cannot create it", e.code().value());
+  }
+  spdlog::info("api: serving on {}", path_);
+  return ok();
+}
+
+ApiServer::ApiServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
+                     HttpLimits limits)
+    : path_(std::move(path)),
+      listener_(std::move(listener)),
+      inode_(inode),
+      loop_(std::move(loop)),
+      limits_(limits) {}
+
+ApiServer::~ApiServer() {
+  stop();
+}
+
+void ApiServer::stop() {
+  if (stopped_) {
+    return;
+  }
+  stopped_ = true;
+  loop_.stop();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+  connections_.clear();
+  listener_.reset();
+  // Only the file this server made: another process may have put its own there since.
+  struct stat st {};
+  if (::lstat(path_.c_str(), &st) == 0 && st.st_ino == inode_) {
+    ::unlink(path_.c_str());
+  }
+}
+
+void ApiServer::accept_clients() {
+  while (true) {
+    UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!client) {
+      if (errno == EINTR || errno == ECONNABORTED) {
+        continue;
+      }
+      if (errno != EAGAIN) {
+        spdlog::warn("api: accept on {}: {}", path_, std::strerror(errno));
+      }
+      return;
+    }
+    if (connections_.size() >= kMaxConnections) {
+      spdlog::warn("api: {} clients connected already; closing a new one", kMaxConnections);
+      continue;
+    }
+    const uint64_t id = next_id_++;
+    connections_.emplace(id, Connection{.fd = std::move(client),
+                                        .http = std::make_unique<HttpConnection>(limits_),
+                                        .watch = {},
+                                        .events = 0});
+    serve(id);
+  }
+}
+
+bool ApiServer::read_from(Connection& c) {
+  std::array<char, size_t{16} * 1024> buffer{};
+  while (c.http->wants_input()) {
+    const ssize_t n = ::recv(c.fd.get(), buffer.data(), buffer.size(), 0);
+    if (n > 0) {
+      c.http->receive({buffer.data(), static_cast<size_t>(n)});
+    } else if (n == 0) {
+      c.http->receive_eof();
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno == EAGAIN) {
+      return true;
+    } else {
+      return false;  // reset by the client: nobody to answer
+    }
+  }
+  return true;
+}
+
+bool ApiServer::write_to(Connection& c) {
+  while (!c.http->output().empty()) {
+    const auto out = c.http->output();
+    // MSG_NOSIGNAL: a client that went away is an EPIPE here, not a SIGPIPE for the VMM.
+    const ssize_t n = ::send(c.fd.get(), out.data(), out.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      c.http->consume_output(static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return n < 0 && errno == EAGAIN;
+    }
+  }
+  return true;
+}
+
+void ApiServer::serve(uint64_t id) {
+  const auto it = connections_.find(id);
+  if (it == connections_.end()) {
+    return;
+  }
+  Connection& c = it->second;
+  if (!read_from(c)) {
+    close_connection(id);
+    return;
+  }
+  // Answer every whole request, writing after each, so that a client's pipelined requests
+  // find their answers in order and the output never grows past one answer per round.
+  while (true) {
+    auto request = c.http->next_request();
+    if (!request) {
+      break;
+    }
+    spdlog::debug("api: {} {}", request->method_text, request->path);
+    c.http->respond(handler_(*request));
+    if (!write_to(c)) {
+      close_connection(id);
+      return;
+    }
+    if (!read_from(c)) {
+      close_connection(id);
+      return;
+    }
+  }
+  if (!write_to(c)) {
+    close_connection(id);
+    return;
+  }
+  if (c.http->finished()) {
+    close_connection(id);
+    return;
+  }
+  const uint32_t events =
+      (c.http->wants_input() ? POLLIN : 0) | (c.http->output().empty() ? 0 : POLLOUT);
+  if (events == 0) {
+    close_connection(id);  // neither side can move: nothing more will happen on it
+    return;
+  }
+  if (events == c.events) {
+    return;
+  }
+  if (c.events != 0) {
+    static_cast<void>(loop_.remove_watch(c.watch));
+  }
+  auto watch = loop_.add_fd_watch(
+      c.fd.get(), [this, id] { serve(id); }, events);
+  if (!watch) {
+    spdlog::warn("api: cannot watch a client: {}", watch.error().message());
+    connections_.erase(id);
+    return;
+  }
+  c.watch = *watch;
+  c.events = events;
+}
+
+void ApiServer::close_connection(uint64_t id) {
+  const auto it = connections_.find(id);
+  if (it == connections_.end()) {
+    return;
+  }
+  if (it->second.events != 0) {
+    static_cast<void>(loop_.remove_watch(it->second.watch));
+  }
+  connections_.erase(it);
+}
+
+}  // namespace dsec::api

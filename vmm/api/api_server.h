@@ -1,0 +1,82 @@
+// The API's Unix socket: one thread of its own ("dsec-api") runs an io_uring event loop
+// that accepts clients and serves every connection (http_connection), one request at a
+// time per connection, in the order they came. No thread per connection.
+//
+// The handler runs on that thread. It may block (a snapshot writes the VM's memory): the
+// API then answers nothing else meanwhile, as Firecracker's API thread does. It is never
+// the VM's own event-loop thread, so a handler may wait for work on that loop
+// (Machine::snapshot does) without a deadlock.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "vmm/api/http_connection.h"
+#include "vmm/common/error.h"
+#include "vmm/common/unique_fd.h"
+#include "vmm/io/event_loop.h"
+
+namespace dsec::api {
+
+class ApiServer {
+ public:
+  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+  // At most this many clients at once; one more is closed as soon as it is accepted.
+  static constexpr size_t kMaxConnections = 16;
+
+  // Creates the socket at `path` (owner-only permissions); clients that connect wait
+  // until serve(). A socket file left by a VMM that is gone is replaced; one a live
+  // process answers on, or any other file, is refused.
+  static Result<std::unique_ptr<ApiServer>> bind(const std::string& path, HttpLimits limits = {});
+  // bind(), then serve().
+  static Result<std::unique_ptr<ApiServer>> start(const std::string& path, Handler handler,
+                                                  HttpLimits limits = {});
+  // Starts the API thread, which answers every request with `handler`. Once only.
+  Status serve(Handler handler);
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+  // stop().
+  ~ApiServer();
+
+  // Stops the thread (after the request it is answering, if any), closes every
+  // connection and removes the socket file. Idempotent; not from the handler.
+  void stop();
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Connection {
+    UniqueFd fd;
+    std::unique_ptr<HttpConnection> http;
+    io::WatchId watch;
+    uint32_t events = 0;  // what the watch waits for
+  };
+
+  ApiServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
+            HttpLimits limits);
+  void accept_clients();
+  // Reads what the client sent, answers every whole request, writes what it can, then
+  // watches for what the connection needs next (or closes it).
+  void serve(uint64_t id);
+  bool read_from(Connection& c);
+  bool write_to(Connection& c);
+  void close_connection(uint64_t id);
+
+  std::string path_;
+  UniqueFd listener_;
+  ino_t inode_;  // the socket file's, so that stop() removes only our own
+  io::EventLoop loop_;
+  Handler handler_;
+  HttpLimits limits_;
+  std::map<uint64_t, Connection> connections_;
+  uint64_t next_id_ = 1;
+  bool stopped_ = false;
+  std::thread thread_;  // last: it uses everything above
+};
+
+}  // namespace dsec::api

@@ -1,0 +1,45 @@
+// A VMM's API as a command runs it (`--api-sock`): the socket, bound before anything
+// starts so that a path in use fails the command at once; the endpoints and their backend,
+// attached once there is something to drive; and a stop that ends the API thread before
+// the backend or its VM go.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "vmm/api/api_server.h"
+#include "vmm/api/machine_backend.h"
+#include "vmm/api/vm_api.h"
+
+namespace dsec::api {
+
+class ApiService {
+ public:
+  // Firecracker's default instance id.
+  static constexpr const char* kDefaultInstanceId = "anonymous-instance";
+
+  // Binds `socket_path`. `instance_id` is what GET / calls the VMM.
+  static Result<std::unique_ptr<ApiService>> bind(const std::string& socket_path,
+                                                  std::string instance_id);
+  ApiService(const ApiService&) = delete;
+  ApiService& operator=(const ApiService&) = delete;
+  ~ApiService() { stop(); }
+
+  // Serves the endpoints over `backend`, which this object then owns.
+  Status serve(std::unique_ptr<MachineBackend> backend);
+  MachineBackend* backend() { return backend_.get(); }
+  // Ends the API thread and removes the socket; the backend (and a VM it owns) stays
+  // until this object goes.
+  void stop();
+
+ private:
+  ApiService(std::unique_ptr<ApiServer> server, std::string instance_id)
+      : instance_id_(std::move(instance_id)), server_(std::move(server)) {}
+
+  std::string instance_id_;
+  std::unique_ptr<MachineBackend> backend_;
+  std::unique_ptr<VmApi> endpoints_;
+  std::unique_ptr<ApiServer> server_;  // last: destroyed, and so stopped, first
+};
+
+}  // namespace dsec::api

@@ -1,0 +1,94 @@
+#include "vmm/api/http_message.h"
+
+#include <fmt/format.h>
+
+namespace dsec::api {
+namespace {
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 500:
+      return "Internal Server Error";
+    default:
+      return "Unknown";
+  }
+}
+
+}  // namespace
+
+std::string_view method_name(Method method) {
+  switch (method) {
+    case Method::kGet:
+      return "GET";
+    case Method::kPut:
+      return "PUT";
+    case Method::kPatch:
+      return "PATCH";
+    case Method::kPost:
+      return "POST";
+    case Method::kDelete:
+      return "DELETE";
+    case Method::kOther:
+      break;
+  }
+  return "?";
+}
+
+std::string_view HttpRequest::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key == name) {
+      return value;
+    }
+  }
+  return {};
+}
+
+HttpResponse HttpResponse::json(const nlohmann::json& body, int status) {
+  // Replace, not throw, on invalid UTF-8: a path the client sent may be echoed back.
+  return {.status = status,
+          .body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+          .headers = {}};
+}
+
+HttpResponse HttpResponse::no_content() {
+  return {.status = 204, .body = {}, .headers = {}};
+}
+
+HttpResponse HttpResponse::fault(const std::string& message, int status) {
+  return json({{"fault_message", message}}, status);
+}
+
+std::string HttpResponse::serialize(bool close) const {
+  std::string out =
+      fmt::format("HTTP/1.1 {} {}\r\nServer: dsec-vmm\r\n", status, reason_phrase(status));
+  for (const auto& [name, value] : headers) {
+    out += fmt::format("{}: {}\r\n", name, value);
+  }
+  if (!body.empty()) {
+    out += "Content-Type: application/json\r\n";
+  }
+  // A 204 carries no Content-Length (RFC 9110 8.6); everything else says how long it is.
+  if (status != 204) {
+    out += fmt::format("Content-Length: {}\r\n", body.size());
+  }
+  if (close) {
+    out += "Connection: close\r\n";
+  }
+  out += "\r\n";
+  out += body;
+  return out;
+}
+
+}  // namespace dsec::api

@@ -1,0 +1,50 @@
+// An HTTP/1.1 request as the API sees it, and the response it answers with. Plain values:
+// http_connection turns bytes into requests and responses into bytes; router and the
+// endpoints only ever see these.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dsec::api {
+
+enum class Method { kGet, kPut, kPatch, kPost, kDelete, kOther };
+
+// "GET", "PUT", ...; "?" for kOther.
+std::string_view method_name(Method method);
+
+struct HttpRequest {
+  Method method = Method::kOther;
+  std::string method_text;  // as the client sent it, for messages
+  std::string path;         // the URL's path, without query or fragment
+  // Header names lower-cased, values as sent (leading and trailing blanks removed).
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  bool keep_alive = true;  // HTTP/1.1 without "Connection: close", or 1.0 with keep-alive
+
+  // The first header called `name` (lower-case); empty when absent.
+  std::string_view header(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;  // JSON when not empty
+  // Extra headers, e.g. Allow on a 405.
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  // 200 with `body` as JSON.
+  static HttpResponse json(const nlohmann::json& body, int status = 200);
+  // 204, no body: a request that succeeded and has nothing to say.
+  static HttpResponse no_content();
+  // An error: `status` (400 unless 404/405) with Firecracker's {"fault_message": ...}.
+  static HttpResponse fault(const std::string& message, int status = 400);
+
+  // The status line, headers and body, ready for the socket; `close` adds "Connection: close".
+  std::string serialize(bool close) const;
+};
+
+}  // namespace dsec::api

@@ -1,0 +1,153 @@
+#include "vmm/api/machine_backend.h"
+
+#include <spdlog/spdlog.h>
+
+#include "vmm/machine/clone_sync.h"
+
+namespace dsec::api {
+
+MachineBackend::MachineBackend(machine::Machine& vm) : vm_(&vm) {}
+
+MachineBackend::MachineBackend(LoadSettings settings) : settings_(std::move(settings)) {}
+
+machine::Machine* MachineBackend::vm() const {
+  const std::lock_guard lock(mutex_);
+  return vm_;
+}
+
+InstanceState MachineBackend::state() const {
+  const auto* vm = this->vm();
+  if (vm == nullptr) {
+    return InstanceState::kNotStarted;
+  }
+  return vm->paused() ? InstanceState::kPaused : InstanceState::kRunning;
+}
+
+std::optional<machine::MachineConfig> MachineBackend::config() const {
+  const auto* vm = this->vm();
+  if (vm == nullptr) {
+    return std::nullopt;
+  }
+  return vm->config();
+}
+
+Status MachineBackend::pause() {
+  auto* vm = this->vm();
+  if (vm == nullptr || vm->ended()) {
+    return fail("the VM has ended");
+  }
+  vm->pause();
+  if (!vm->paused()) {
+    return fail("the VM ended while it was being paused");
+  }
+  return ok();
+}
+
+Status MachineBackend::resume() {
+  auto* vm = this->vm();
+  if (vm == nullptr || vm->ended()) {
+    return fail("the VM has ended");
+  }
+  vm->resume();
+  return sync_clone_once(*vm);
+}
+
+Status MachineBackend::create_snapshot(const SnapshotCreateRequest& request) {
+  auto* vm = this->vm();
+  if (vm == nullptr) {
+    return fail("there is no VM to snapshot");
+  }
+  const auto figures = vm->snapshot(request.snapshot_path, request.mem_file_path);
+  if (!figures) {
+    return std::unexpected(figures.error().with_context("snapshot create"));
+  }
+  return ok();
+}
+
+Status MachineBackend::load_snapshot(const SnapshotLoadRequest& request) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (vm_ != nullptr) {
+      return fail("this VMM already has a VM");
+    }
+    if (stopping_) {
+      return fail("the VMM is stopping");
+    }
+  }
+  const auto overrides = DSEC_TRY(restore_overrides(request));
+  auto vm = machine::Machine::restore(request.snapshot_path, request.mem_file_path, overrides,
+                                      settings_.host, /*paused=*/!request.resume_vm);
+  if (!vm) {
+    return std::unexpected(vm.error().with_context("snapshot load"));
+  }
+  if (auto started = (*vm)->start(); !started) {
+    return std::unexpected(started.error().with_context("snapshot load: starting the VM"));
+  }
+  machine::Machine* loaded = vm->get();
+  bool stopping = false;
+  {
+    const std::lock_guard lock(mutex_);
+    owned_ = std::move(*vm);
+    vm_ = loaded;
+    clone_unsynced_ = true;
+    stopping = stopping_;
+  }
+  changed_.notify_all();
+  if (stopping) {
+    loaded->stop("the VMM is stopping");
+    return fail("the VMM is stopping");
+  }
+  spdlog::info("api: snapshot {} loaded ({})", request.snapshot_path,
+               request.resume_vm ? "running" : "paused");
+  return request.resume_vm ? sync_clone_once(*loaded) : ok();
+}
+
+Status MachineBackend::sync_clone_once(machine::Machine& vm) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (!clone_unsynced_) {
+      return ok();
+    }
+    clone_unsynced_ = false;
+  }
+  if (auto synced = machine::sync_restored_clone(vm, settings_.agent_timeout); !synced) {
+    // A clone that kept its snapshot's RNG state would share it with every other clone:
+    // it does not run on.
+    {
+      const std::lock_guard lock(mutex_);
+      clone_sync_failed_ = true;
+    }
+    vm.stop("the clone's agent did not take its entropy and clock");
+    return std::unexpected(synced.error().with_context(
+        "the clone's agent did not take fresh entropy and the host's clock, so the VM was "
+        "stopped"));
+  }
+  spdlog::info("api: the clone's agent took fresh entropy and the host's clock");
+  return ok();
+}
+
+machine::Machine* MachineBackend::wait_for_vm() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return vm_ != nullptr || stopping_; });
+  return vm_;
+}
+
+void MachineBackend::stop(const std::string& why) {
+  machine::Machine* vm = nullptr;
+  {
+    const std::lock_guard lock(mutex_);
+    stopping_ = true;
+    vm = vm_;
+  }
+  changed_.notify_all();
+  if (vm != nullptr) {
+    vm->stop(why);
+  }
+}
+
+bool MachineBackend::clone_sync_failed() const {
+  const std::lock_guard lock(mutex_);
+  return clone_sync_failed_;
+}
+
+}  // namespace dsec::api

@@ -1,0 +1,67 @@
+// The API's backend over machine::Machine: either the VM a command booted or restored
+// (`run --api-sock`, `restore --api-sock`), or, on a fresh VMM (`serve --api-sock`), the
+// one PUT /snapshot/load restores and starts.
+//
+// Its calls come from the API thread; wait_for_vm() and stop_waiting() from others.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "vmm/api/vm_backend.h"
+#include "vmm/machine/machine.h"
+
+namespace dsec::api {
+
+class MachineBackend final : public VmBackend {
+ public:
+  // What a load needs that a snapshot does not keep.
+  struct LoadSettings {
+    machine::MachineConfig host;  // console fds, KVM device, process start
+    // How long a resumed clone's agent has to take its entropy and clock.
+    std::chrono::milliseconds agent_timeout{30000};
+  };
+
+  // The VM exists and runs; `vm` must outlive this object. A load is refused.
+  explicit MachineBackend(machine::Machine& vm);
+  // A fresh VMM: load_snapshot() builds the VM, which this object then owns.
+  explicit MachineBackend(LoadSettings settings);
+  MachineBackend(const MachineBackend&) = delete;
+  MachineBackend& operator=(const MachineBackend&) = delete;
+  ~MachineBackend() override = default;
+
+  InstanceState state() const override;
+  std::optional<machine::MachineConfig> config() const override;
+  Status pause() override;
+  Status resume() override;
+  Status create_snapshot(const SnapshotCreateRequest& request) override;
+  Status load_snapshot(const SnapshotLoadRequest& request) override;
+
+  // Blocks until a load has started a VM (returned) or stop() was called first (nullptr).
+  machine::Machine* wait_for_vm();
+  // The VMM is stopping (a signal): stops the VM if there is one, makes wait_for_vm()
+  // return, and refuses a load from now on (a load under way stops its VM once started).
+  void stop(const std::string& why);
+  // The VM, or nullptr; any thread.
+  machine::Machine* vm() const;
+  // A loaded VM that was stopped because its agent did not take its entropy and clock.
+  bool clone_sync_failed() const;
+
+ private:
+  // A loaded clone is synced the first time it runs (at the load, or at its first resume).
+  Status sync_clone_once(machine::Machine& vm);
+
+  LoadSettings settings_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::unique_ptr<machine::Machine> owned_;  // a loaded VM
+  machine::Machine* vm_ = nullptr;
+  bool stopping_ = false;
+  bool clone_unsynced_ = false;
+  bool clone_sync_failed_ = false;
+};
+
+}  // namespace dsec::api

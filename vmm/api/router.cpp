@@ -1,0 +1,84 @@
+#include "vmm/api/router.h"
+
+#include <fmt/format.h>
+
+namespace dsec::api {
+namespace {
+
+bool is_wildcard(std::string_view segment) {
+  return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+}  // namespace
+
+std::vector<std::string> Router::split(std::string_view path) {
+  std::vector<std::string> segments;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    if (slash > start) {
+      segments.emplace_back(path.substr(start, slash - start));
+    }
+    start = slash + 1;
+  }
+  return segments;
+}
+
+bool Router::matches(const Route& route, const std::vector<std::string>& segments,
+                     std::vector<std::string>& args) {
+  if (route.segments.size() != segments.size()) {
+    return false;
+  }
+  args.clear();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (is_wildcard(route.segments[i])) {
+      args.push_back(segments[i]);
+    } else if (route.segments[i] != segments[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Router::add(Method method, std::string_view pattern, Handler handler) {
+  auto segments = split(pattern);
+  for (auto& r : routes_) {
+    if (r.method == method && r.segments == segments) {
+      r.handler = std::move(handler);
+      return;
+    }
+  }
+  routes_.push_back({method, std::move(segments), std::move(handler)});
+}
+
+HttpResponse Router::route(const HttpRequest& request) const {
+  // A path is exact: "//vm" or "/vm/" is another path than "/vm", as in Firecracker.
+  if (request.path.empty() || request.path.front() != '/' ||
+      (request.path.size() > 1 && request.path.back() == '/') ||
+      request.path.find("//") != std::string::npos) {
+    return HttpResponse::fault(fmt::format("no such resource: {}", request.path), 404);
+  }
+  const auto segments = split(request.path);
+  std::vector<std::string> args;
+  std::string allowed;
+  for (const auto& r : routes_) {
+    if (!matches(r, segments, args)) {
+      continue;
+    }
+    if (r.method == request.method) {
+      return r.handler(request, args);
+    }
+    allowed += allowed.empty() ? "" : ", ";
+    allowed += method_name(r.method);
+  }
+  if (allowed.empty()) {
+    return HttpResponse::fault(fmt::format("no such resource: {}", request.path), 404);
+  }
+  auto response = HttpResponse::fault(fmt::format("{} {}: method not allowed (allowed: {})",
+                                                  request.method_text, request.path, allowed),
+                                      405);
+  response.headers.emplace_back("Allow", allowed);
+  return response;
+}
+
+}  // namespace dsec::api

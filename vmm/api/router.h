@@ -1,0 +1,40 @@
+// Method and path to handler, the way Firecracker's API answers: a path no route has is
+// 404, a known path with a method it does not take is 405 (with Allow), each with a
+// fault_message. Paths are patterns of segments, where "{name}" matches any one non-empty
+// segment and hands it to the handler, so that Firecracker's pre-boot resources
+// (/drives/{drive_id}, /network-interfaces/{iface_id}) fit as routes of their own.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vmm/api/http_message.h"
+
+namespace dsec::api {
+
+class Router {
+ public:
+  // The request, and the segments the pattern's "{...}" matched, in order.
+  using Handler =
+      std::function<HttpResponse(const HttpRequest& request, const std::vector<std::string>& args)>;
+
+  // Adds a route; a second handler for the same method and pattern replaces the first.
+  void add(Method method, std::string_view pattern, Handler handler);
+  HttpResponse route(const HttpRequest& request) const;
+
+ private:
+  struct Route {
+    Method method;
+    std::vector<std::string> segments;  // "{...}" is a wildcard
+    Handler handler;
+  };
+  static std::vector<std::string> split(std::string_view path);
+  static bool matches(const Route& route, const std::vector<std::string>& segments,
+                      std::vector<std::string>& args);
+
+  std::vector<Route> routes_;
+};
+
+}  // namespace dsec::api

@@ -1,0 +1,34 @@
+// What the API drives: one VMM's VM, or none yet. The endpoints (vm_api) keep the order
+// rules and talk only to this interface, so that tests and the fuzzer put a fake behind
+// it; machine_backend is the real one, over machine::Machine.
+#pragma once
+
+#include <optional>
+
+#include "vmm/api/vm_requests.h"
+#include "vmm/common/error.h"
+#include "vmm/machine/machine_config.h"
+
+namespace dsec::api {
+
+// Firecracker's instance states, as GET / names them.
+enum class InstanceState { kNotStarted, kRunning, kPaused };
+
+class VmBackend {
+ public:
+  virtual ~VmBackend() = default;
+
+  // kNotStarted until a VM exists (booted or loaded); it never goes back.
+  virtual InstanceState state() const = 0;
+  // The VM's configuration; nullopt while there is none.
+  virtual std::optional<machine::MachineConfig> config() const = 0;
+  // Called only while the VM runs, or is paused.
+  virtual Status pause() = 0;
+  virtual Status resume() = 0;
+  // Called only while the VM is paused.
+  virtual Status create_snapshot(const SnapshotCreateRequest& request) = 0;
+  // Called only on a VMM without a VM (kNotStarted).
+  virtual Status load_snapshot(const SnapshotLoadRequest& request) = 0;
+};
+
+}  // namespace dsec::api

@@ -1,0 +1,130 @@
+#include "vmm/api/vm_requests.h"
+
+#include <fmt/format.h>
+
+#include "vmm/common/json_object.h"
+
+namespace dsec::api {
+
+using dsec::JsonObject;
+
+Result<VmStateChange> parse_vm_state(std::string_view body) {
+  auto object = DSEC_TRY(JsonObject::parse(body));
+  const auto state = DSEC_TRY(object.string("state"));
+  DSEC_TRY(object.finish());
+  if (state == "Paused") {
+    return VmStateChange::kPause;
+  }
+  if (state == "Resumed") {
+    return VmStateChange::kResume;
+  }
+  return fail(fmt::format("'state' must be \"Paused\" or \"Resumed\", not \"{}\"", state));
+}
+
+Result<SnapshotCreateRequest> parse_snapshot_create(std::string_view body) {
+  auto object = DSEC_TRY(JsonObject::parse(body));
+  const auto type = DSEC_TRY(object.optional_string("snapshot_type"));
+  SnapshotCreateRequest request;
+  request.snapshot_path = DSEC_TRY(object.string("snapshot_path"));
+  request.mem_file_path = DSEC_TRY(object.string("mem_file_path"));
+  DSEC_TRY(object.finish());
+  if (type && *type != "Full") {
+    if (*type == "Diff") {
+      return fail("snapshot_type \"Diff\" is not supported: dsec-vmm writes Full snapshots");
+    }
+    return fail(fmt::format("'snapshot_type' must be \"Full\", not \"{}\"", *type));
+  }
+  if (request.snapshot_path == request.mem_file_path) {
+    return fail("'snapshot_path' and 'mem_file_path' name the same file: give two files");
+  }
+  return request;
+}
+
+namespace {
+
+Result<std::string> memory_backend(const nlohmann::json& value) {
+  auto backend = DSEC_TRY(JsonObject::of(value, "mem_backend"));
+  const auto type = DSEC_TRY(backend.string("backend_type"));
+  auto path = DSEC_TRY(backend.string("backend_path"));
+  DSEC_TRY(backend.finish());
+  if (type == "Uffd") {
+    return fail(
+        "mem_backend \"Uffd\" is not supported: give backend_type \"File\" (the memory file is "
+        "mapped copy-on-write)");
+  }
+  if (type != "File") {
+    return fail(fmt::format("'backend_type' in mem_backend must be \"File\", not \"{}\"", type));
+  }
+  return path;
+}
+
+Result<std::vector<NetworkOverride>> network_overrides(const nlohmann::json& list) {
+  std::vector<NetworkOverride> overrides;
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto entry = DSEC_TRY(JsonObject::of(list[i], fmt::format("network_overrides[{}]", i)));
+    NetworkOverride o;
+    o.iface_id = DSEC_TRY(entry.string("iface_id"));
+    o.host_dev_name = DSEC_TRY(entry.string("host_dev_name"));
+    DSEC_TRY(entry.finish());
+    overrides.push_back(std::move(o));
+  }
+  return overrides;
+}
+
+// Firecracker's flags for diff snapshots of the loaded VM: only "off" is possible here.
+Status refuse_dirty_tracking(JsonObject& body, const char* name) {
+  if (DSEC_TRY(body.optional_boolean(name)).value_or(false)) {
+    return fail(fmt::format("'{}': true is not supported: dsec-vmm has no diff snapshots", name));
+  }
+  return ok();
+}
+
+}  // namespace
+
+Result<SnapshotLoadRequest> parse_snapshot_load(std::string_view body) {
+  auto object = DSEC_TRY(JsonObject::parse(body));
+  SnapshotLoadRequest request;
+  request.snapshot_path = DSEC_TRY(object.string("snapshot_path"));
+  const auto backend = DSEC_TRY(object.optional_object("mem_backend"));
+  const auto mem_file = DSEC_TRY(object.optional_string("mem_file_path"));
+  request.resume_vm = DSEC_TRY(object.optional_boolean("resume_vm")).value_or(false);
+  DSEC_TRY(refuse_dirty_tracking(object, "enable_diff_snapshots"));
+  DSEC_TRY(refuse_dirty_tracking(object, "track_dirty_pages"));
+  if (const auto list = DSEC_TRY(object.optional_array("network_overrides"))) {
+    request.network_overrides = DSEC_TRY(network_overrides(*list));
+  }
+  if (const auto vsock = DSEC_TRY(object.optional_object("vsock_override"))) {
+    auto o = DSEC_TRY(JsonObject::of(*vsock, "vsock_override"));
+    request.vsock_uds_path = DSEC_TRY(o.string("uds_path"));
+    DSEC_TRY(o.finish());
+  }
+  DSEC_TRY(object.finish());
+  if (backend.has_value() == mem_file.has_value()) {
+    return fail(
+        "give exactly one of 'mem_backend' ({\"backend_type\": \"File\", \"backend_path\": ...}) "
+        "and the older 'mem_file_path'");
+  }
+  request.mem_file_path = backend ? DSEC_TRY(memory_backend(*backend)) : *mem_file;
+  return request;
+}
+
+Result<machine::RestoreOverrides> restore_overrides(const SnapshotLoadRequest& request) {
+  machine::RestoreOverrides overrides;
+  overrides.vsock_uds_path = request.vsock_uds_path;
+  if (request.network_overrides.size() > 1) {
+    return fail(fmt::format("{} network_overrides: a VM has at most one network interface ('{}')",
+                            request.network_overrides.size(), kNetIfaceId));
+  }
+  for (const auto& o : request.network_overrides) {
+    if (o.iface_id != kNetIfaceId) {
+      return fail(
+          fmt::format("network_overrides: no interface '{}': the VM's network interface "
+                      "is '{}'",
+                      o.iface_id, kNetIfaceId));
+    }
+    overrides.net_tap = o.host_dev_name;
+  }
+  return overrides;
+}
+
+}  // namespace dsec::api
