@@ -41,24 +41,6 @@ std::string read_at(const std::filesystem::path& path, size_t offset, size_t siz
   return bytes;
 }
 
-struct Shell {
-  std::string out;
-  Result<agent::ExitStatus> status = agent::ExitStatus{};
-  bool ok() const { return status.has_value() && status->code == 0; }
-};
-
-Shell sh(const Sandbox& vm, const std::string& command) {
-  Shell s;
-  auto client = vm.client();
-  const auto append = [&](std::span<const uint8_t> b) {
-    s.out.append(b.begin(), b.end());
-    return dsec::ok();
-  };
-  s.status = client.exec({{"/bin/sh", "-c", command + " 2>&1"}, {}, "", 60000, false}, append,
-                         append);
-  return s;
-}
-
 TEST(SnapshotDevices, ACloneUsesItsOwnDiskAndTapAfterRestore) {
   if (default_image().kernel.empty()) return;  // the failure says how to build it
   ASSERT_TRUE(::access("/dev/net/tun", R_OK | W_OK) == 0 && ::geteuid() == 0)
@@ -84,19 +66,19 @@ TEST(SnapshotDevices, ACloneUsesItsOwnDiskAndTapAfterRestore) {
   ASSERT_TRUE(vm->wait_ready(kReadyDeadline, why)) << why;
 
   // A read from the device itself (the guest's page cache dropped first): the clone's file.
-  const Shell read = sh(*vm, "echo 3 > /proc/sys/vm/drop_caches; head -c 10 /dev/vda");
+  const ShellOutput read = sh(*vm, "echo 3 > /proc/sys/vm/drop_caches; head -c 10 /dev/vda");
   ASSERT_TRUE(read.ok()) << read.out << vm->describe();
   EXPECT_EQ(read.out, "CLONE-DISK") << vm->describe();
 
   // A write, synced: in the clone's file, not in the snapshot's.
-  const Shell write = sh(*vm, "printf CLONE-WROTE | dd of=/dev/vda bs=4096 seek=1 conv=fsync");
+  const ShellOutput write = sh(*vm, "printf CLONE-WROTE | dd of=/dev/vda bs=4096 seek=1 conv=fsync");
   ASSERT_TRUE(write.ok()) << write.out << vm->describe();
   EXPECT_EQ(read_at(clone_disk, 4096, 11), "CLONE-WROTE");
   EXPECT_EQ(read_at(warm_disk, 4096, 11), std::string(11, '\0'));
   EXPECT_EQ(read_at(warm_disk, 0, 9), "WARM-DISK");
 
   // The network: the guest's eth0 on the clone's TAP, both ways.
-  const Shell ping = sh(*vm, "ip addr add " + clone_net + "2/24 dev eth0 && ip link set eth0 up " +
+  const ShellOutput ping = sh(*vm, "ip addr add " + clone_net + "2/24 dev eth0 && ip link set eth0 up " +
                                  "&& ping -c 3 -W 5 " + clone_net + "1");
   ASSERT_TRUE(ping.ok()) << ping.out << vm->describe();
   EXPECT_NE(ping.out.find("3 packets received"), std::string::npos) << ping.out;

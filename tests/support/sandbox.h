@@ -230,6 +230,8 @@ class Sandbox {
 struct ShellOutput {
   std::string out;
   Result<agent::ExitStatus> status = agent::ExitStatus{};
+  // It ran to exit status 0.
+  bool ok() const { return status.has_value() && status->code == 0; }
 };
 
 inline ShellOutput sh(Sandbox& vm, const std::string& command) {

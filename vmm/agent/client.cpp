@@ -2,6 +2,7 @@
 
 #include <linux/vm_sockets.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -36,7 +37,17 @@ Result<Frame> expect_frame(FrameReader& reader, const char* during) {
 
 }  // namespace
 
-Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port) {
+Status set_receive_timeout(int fd, std::chrono::milliseconds timeout) {
+  const timeval tv{.tv_sec = static_cast<time_t>(timeout.count() / 1000),
+                   .tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+    return fail_errno("setsockopt(SO_RCVTIMEO) on an agent connection", errno);
+  }
+  return ok();
+}
+
+Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
+                                   std::chrono::milliseconds handshake_timeout) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) {
     return fail_errno("socket(AF_UNIX)", errno);
@@ -52,6 +63,10 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port) {
     return fail_errno("connect to the VM's vsock socket " + uds_path, errno,
                       "is the VM running with this vsock socket?");
   }
+  // The VMM answers CONNECT as soon as the guest accepts or refuses: a socket silent past
+  // the handshake timeout belongs to a stuck VM, and the caller hears so instead of waiting
+  // for ever. The timeout holds for the handshake only.
+  DSEC_TRY(set_receive_timeout(fd.get(), handshake_timeout));
   const std::string hello = "CONNECT " + std::to_string(port) + "\n";
   DSEC_TRY(
       write_all(fd.get(), std::span(reinterpret_cast<const uint8_t*>(hello.data()), hello.size())));
@@ -63,11 +78,18 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port) {
     if (n < 0 && errno == EINTR) {
       continue;
     }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return fail("the VM's vsock socket " + uds_path + " did not answer a connection to guest port " +
+                      std::to_string(port) + " within " +
+                      std::to_string(handshake_timeout.count()) + " ms",
+                  "the VM may be stuck: `kill -USR1` its dsec-vmm to log where its devices stand");
+    }
     if (n <= 0) {
       break;
     }
     if (c == '\n') {
       if (line.rfind("OK ", 0) == 0) {
+        DSEC_TRY(set_receive_timeout(fd.get(), std::chrono::milliseconds(0)));
         return fd;
       }
       break;

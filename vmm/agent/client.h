@@ -3,6 +3,7 @@
 // the vsock device's Unix socket for a running VM, or a socketpair in tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -19,13 +20,21 @@ using Connector = std::function<Result<UniqueFd>()>;
 // Receives streamed bytes (stdout, stderr, a file's contents). An Error stops the request.
 using Sink = std::function<Status(std::span<const uint8_t>)>;
 
+// How long the VMM may take to answer a vsock CONNECT before the VM counts as stuck.
+inline constexpr std::chrono::milliseconds kVsockHandshakeTimeout{30000};
+
 // Connects to a Firecracker-style vsock Unix socket and asks for guest `port`
-// (`CONNECT <port>\n`, answered `OK <n>\n`); the stream is then the guest's.
-Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port);
+// (`CONNECT <port>\n`, answered `OK <n>\n` within `handshake_timeout`); the stream is
+// then the guest's, with no timeout on it.
+Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
+                                   std::chrono::milliseconds handshake_timeout = kVsockHandshakeTimeout);
 
 // Connects straight to guest `cid`:`port` over AF_VSOCK: for VMMs whose vsock is
 // vhost-vsock (QEMU), where the host side is the kernel's.
 Result<UniqueFd> connect_vsock(uint32_t cid, uint32_t port);
+
+// Makes a read on `fd` fail with EAGAIN after `timeout` without data (0: never).
+Status set_receive_timeout(int fd, std::chrono::milliseconds timeout);
 
 class AgentClient {
  public:

@@ -36,8 +36,16 @@ Status retry(const char* what, std::chrono::milliseconds timeout,
   }
 }
 
+// A health check and a clone sync are answered at once: a connection whose reply takes
+// longer is dropped, and the next attempt opens a fresh one.
+constexpr std::chrono::milliseconds kReplyTimeout{10000};
+
 AgentClient client_for(const std::string& uds_path) {
-  return AgentClient([uds_path] { return connect_vsock_uds(uds_path, kAgentPort); });
+  return AgentClient([uds_path]() -> Result<UniqueFd> {
+    UniqueFd fd = DSEC_TRY(connect_vsock_uds(uds_path, kAgentPort));
+    DSEC_TRY(set_receive_timeout(fd.get(), kReplyTimeout));
+    return fd;
+  });
 }
 
 }  // namespace

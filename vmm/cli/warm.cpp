@@ -117,13 +117,19 @@ int warm_main(WarmOptions options, Clock::time_point process_start) {
     config->console_output_fd = console->get();
   }
   config->console_input_fd = -1;
-  io::BlockedSignals signals{SIGINT, SIGTERM};
+  // SIGINT and SIGTERM stop the VM, SIGUSR1 logs its interrupts' and devices' state (as
+  // for run): a warm-up that hangs can say where.
+  io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
   auto vm = machine::Machine::create(*config);
   if (!vm) {
     (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", vm.error().message().c_str());
     return 1;
   }
   auto watcher = io::SignalWatcher::start(signals, [&vm = **vm](int signo) {
+    if (signo == SIGUSR1) {
+      vm.log_state();
+      return;
+    }
     vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
   });
   if (!watcher) {

@@ -1,0 +1,96 @@
+// connect_vsock_uds, the host's way into a VM's agent through the vsock device's Unix
+// socket: the CONNECT handshake, a refusal, and a VMM that never answers.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+#include "vmm/agent/client.h"
+
+namespace dsec::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A listening Unix socket standing in for a VMM's vsock socket.
+UniqueFd listen_at(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::listen(fd.get(), 4), 0);
+  return fd;
+}
+
+// Accepts one connection, reads its CONNECT line and answers `reply` (nothing if empty),
+// then holds the connection until the test ends.
+std::thread answer_one(int listener, std::string reply, std::string& got) {
+  return std::thread([listener, reply = std::move(reply), &got] {
+    UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    char c = 0;
+    while (::read(conn.get(), &c, 1) == 1 && c != '\n') got += c;
+    if (!reply.empty()) (void)!::write(conn.get(), reply.data(), reply.size());
+    std::this_thread::sleep_for(500ms);
+  });
+}
+
+TEST(AgentConnect, AnOkAnswerGivesTheStreamWithNoTimeoutLeftOnIt) {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "v.sock").string();
+  UniqueFd listener = listen_at(path);
+  std::string got;
+  std::thread vmm = answer_one(listener.get(), "OK 1073741824\n", got);
+  auto fd = connect_vsock_uds(path, 1024, 200ms);
+  vmm.join();
+  ASSERT_OK(fd);
+  EXPECT_EQ(got, "CONNECT 1024");
+  timeval tv{1, 1};
+  socklen_t len = sizeof tv;
+  ASSERT_EQ(::getsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, &len), 0);
+  EXPECT_EQ(tv.tv_sec, 0);
+  EXPECT_EQ(tv.tv_usec, 0);
+}
+
+TEST(AgentConnect, ARefusalSaysWhatTheSocketAnswered) {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "v.sock").string();
+  UniqueFd listener = listen_at(path);
+  std::string got;
+  std::thread vmm = answer_one(listener.get(), "NO\n", got);
+  auto fd = connect_vsock_uds(path, 1024, 5s);
+  vmm.join();
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_NE(fd.error().message().find("refused a connection to guest port 1024"),
+            std::string::npos)
+      << fd.error().message();
+}
+
+TEST(AgentConnect, AVmmThatNeverAnswersFailsAtTheHandshakeTimeout) {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "v.sock").string();
+  UniqueFd listener = listen_at(path);
+  std::string got;
+  std::thread vmm = answer_one(listener.get(), "", got);
+  const auto start = std::chrono::steady_clock::now();
+  auto fd = connect_vsock_uds(path, 1024, 200ms);
+  const auto took = std::chrono::steady_clock::now() - start;
+  vmm.join();
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_NE(fd.error().message().find("did not answer"), std::string::npos)
+      << fd.error().message();
+  EXPECT_GE(took, 150ms);
+  EXPECT_LT(took, 5s);
+}
+
+}  // namespace
+}  // namespace dsec::agent
