@@ -181,8 +181,8 @@ TEST(ApiSnapshot, AVsockStreamOpenAtTheSnapshotIsResetAndANewConnectionWorks) {
       << "the stream open at the snapshot was not reset\n"
       << vm->describe_stuck();
   const auto ended = open_stream.get();
-  EXPECT_FALSE(ended.status.has_value()) << "the exec ran to its end across the snapshot: "
-                                         << ended.out;
+  EXPECT_FALSE(ended.status.has_value())
+      << "the exec ran to its end across the snapshot: " << ended.out;
   EXPECT_EQ(ended.out.find("never"), std::string::npos) << ended.out;
   EXPECT_EQ(trimmed(sh(*vm, "echo new-on-the-original").out), "new-on-the-original")
       << vm->describe();

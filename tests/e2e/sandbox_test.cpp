@@ -2,12 +2,13 @@
 // `dsec.agent`), with commands and files moved through the guest agent
 // (docs/agent-protocol.md), by the C++ client and by `dsec-vmm exec`/`cp`. And a cold-booted
 // sandbox's virtio-blk disk whose synced data survives the VMM being killed.
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "tests/support/sandbox.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <fstream>
@@ -18,7 +19,6 @@
 #include <vector>
 
 #include "tests/support/dsec_vmm.h"
-#include "tests/support/sandbox.h"
 #include "tests/support/warm_image.h"
 
 namespace dsec::test {
@@ -38,8 +38,15 @@ struct Captured {
 Captured exec(agent::AgentClient& client, agent::ExecRequest req) {
   Captured c;
   c.status = client.exec(
-      req, [&](std::span<const uint8_t> b) { c.out.append(b.begin(), b.end()); return ok(); },
-      [&](std::span<const uint8_t> b) { c.err.append(b.begin(), b.end()); return ok(); });
+      req,
+      [&](std::span<const uint8_t> b) {
+        c.out.append(b.begin(), b.end());
+        return ok();
+      },
+      [&](std::span<const uint8_t> b) {
+        c.err.append(b.begin(), b.end());
+        return ok();
+      });
   return c;
 }
 
@@ -48,11 +55,11 @@ Captured exec(agent::AgentClient& client, agent::ExecRequest req) {
 // the test until ctest's timeout: the VMM is killed, which closes the agent's stream.
 Captured exec_within(Sandbox& vm, agent::AgentClient& client, agent::ExecRequest req,
                      std::chrono::seconds deadline, std::string& stuck) {
-  auto done = std::async(std::launch::async,
-                         [&client, req = std::move(req)] { return exec(client, req); });
+  auto done =
+      std::async(std::launch::async, [&client, req = std::move(req)] { return exec(client, req); });
   if (done.wait_for(deadline) == std::future_status::timeout) {
-    stuck = "no exit status after " + std::to_string(deadline.count()) + " s\n" +
-            vm.describe_stuck();
+    stuck =
+        "no exit status after " + std::to_string(deadline.count()) + " s\n" + vm.describe_stuck();
     vm.stop(SIGKILL);
   }
   return done.get();
@@ -79,9 +86,9 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   // 10 MiB through stdout, byte for byte.
   std::string stuck;
   auto big = exec_within(vm, client, {{"seq", "1", "1500000"}, {}, "", 0, false}, 120s, stuck);
-  ASSERT_TRUE(big.status.has_value()) << big.status.error().message() << " after "
-                                       << big.out.size() << " bytes\n"
-                                       << (stuck.empty() ? vm.describe_stuck() : stuck);
+  ASSERT_TRUE(big.status.has_value())
+      << big.status.error().message() << " after " << big.out.size() << " bytes\n"
+      << (stuck.empty() ? vm.describe_stuck() : stuck);
   std::string want;
   for (int i = 1; i <= 1500000; ++i) want += std::to_string(i) + "\n";
   EXPECT_EQ(big.out.size(), want.size());
@@ -107,7 +114,8 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   auto slow = exec(client, {{"sleep", "60"}, {}, "", 1000, false});
   ASSERT_TRUE(slow.status.has_value()) << slow.status.error().message() << vm.describe();
   EXPECT_EQ(slow.status->kind, agent::ExitStatus::Kind::kTimedOut);
-  const ProcessOutput slow_cli = run_vmm({"exec", "--timeout", "1", vm.vsock_path(), "--", "sleep", "60"}, 120s);
+  const ProcessOutput slow_cli =
+      run_vmm({"exec", "--timeout", "1", vm.vsock_path(), "--", "sleep", "60"}, 120s);
   EXPECT_EQ(slow_cli.exit_status, 124) << slow_cli.describe();
 
   // SIGUSR1 makes the VMM log its interrupts' and devices' state: here both vCPUs, the
@@ -125,7 +133,8 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   EXPECT_THAT(state, ContainsRegex("vcpu 0: rip 0x[0-9a-f]+ IF=[01] ")) << state;
   EXPECT_THAT(state, ContainsRegex("vcpu 1: rip 0x[0-9a-f]+ IF=[01] ")) << state;
   // The vsock device sits on virtio-mmio slot 0, IOAPIC pin 5, which the guest routed.
-  EXPECT_THAT(state, ContainsRegex("ioapic: irr 0x[0-9a-f]+;.* pin 5 vector 0x[0-9a-f]+ edge")) << state;
+  EXPECT_THAT(state, ContainsRegex("ioapic: irr 0x[0-9a-f]+;.* pin 5 vector 0x[0-9a-f]+ edge"))
+      << state;
 
   // 32 commands at once, each on its own vsock stream, each with its own output.
   std::array<Captured, 32> results;
@@ -133,7 +142,8 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   for (size_t i = 0; i < results.size(); ++i) {
     threads.emplace_back([&, i] {
       auto c = vm.client();
-      results[i] = exec(c, {{"/bin/sh", "-c", "sleep 1; echo stream-" + std::to_string(i)}, {}, "", 0, false});
+      results[i] = exec(
+          c, {{"/bin/sh", "-c", "sleep 1; echo stream-" + std::to_string(i)}, {}, "", 0, false});
     });
   }
   for (auto& t : threads) t.join();
@@ -147,7 +157,8 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   // SIGTERM stops the VM: exit status 0, and the log says why.
   const int status = vm.stop(SIGTERM);
   const std::string log = vm.describe();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status << "\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status << "\n"
+                                                             << log;
   EXPECT_THAT(log, HasSubstr("VM ended: stopped by the host: received SIGTERM")) << log;
 }
 
@@ -167,7 +178,10 @@ TEST(Sandbox, DataTheGuestSyncedToADiskIsOnTheHostAfterSigkill) {
   auto w = exec(client, {{"/bin/sh", "-c",
                           "yes DSEC-BLOCK-PATTERN | head -c 1048576 | "
                           "dd of=/dev/vda bs=65536 seek=16 conv=fsync 2>&1"},
-                         {}, "", 0, false});
+                         {},
+                         "",
+                         0,
+                         false});
   ASSERT_TRUE(w.status.has_value()) << w.status.error().message() << vm.describe();
   ASSERT_EQ(w.status->code, 0) << w.out << w.err;
 

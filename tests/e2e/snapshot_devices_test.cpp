@@ -54,9 +54,9 @@ TEST(SnapshotDevices, ACloneUsesItsOwnDiskAndTapAfterRestore) {
   write_disk(clone_disk, "CLONE-DISK");
   const std::string warm_net = "10.97." + std::to_string(20 + pid % 200) + ".";
   const std::string clone_net = "10.96." + std::to_string(20 + pid % 200) + ".";
-  const WarmImage& image = shared_warm_image(
-      {"--vcpus", "2", "--memory", "256", "--drive", warm_disk.string(), "--net",
-       "tap=dsecw" + std::to_string(pid % 10000) + ",host=" + warm_net + "1/24"});
+  const WarmImage& image =
+      shared_warm_image({"--vcpus", "2", "--memory", "256", "--drive", warm_disk.string(), "--net",
+                         "tap=dsecw" + std::to_string(pid % 10000) + ",host=" + warm_net + "1/24"});
   ASSERT_TRUE(image.failure.empty()) << image.failure;
 
   auto vm = Sandbox::restore(
@@ -71,15 +71,17 @@ TEST(SnapshotDevices, ACloneUsesItsOwnDiskAndTapAfterRestore) {
   EXPECT_EQ(read.out, "CLONE-DISK") << vm->describe();
 
   // A write, synced: in the clone's file, not in the snapshot's.
-  const ShellOutput write = sh(*vm, "printf CLONE-WROTE | dd of=/dev/vda bs=4096 seek=1 conv=fsync");
+  const ShellOutput write =
+      sh(*vm, "printf CLONE-WROTE | dd of=/dev/vda bs=4096 seek=1 conv=fsync");
   ASSERT_TRUE(write.ok()) << write.out << vm->describe();
   EXPECT_EQ(read_at(clone_disk, 4096, 11), "CLONE-WROTE");
   EXPECT_EQ(read_at(warm_disk, 4096, 11), std::string(11, '\0'));
   EXPECT_EQ(read_at(warm_disk, 0, 9), "WARM-DISK");
 
   // The network: the guest's eth0 on the clone's TAP, both ways.
-  const ShellOutput ping = sh(*vm, "ip addr add " + clone_net + "2/24 dev eth0 && ip link set eth0 up " +
-                                 "&& ping -c 3 -W 5 " + clone_net + "1");
+  const ShellOutput ping =
+      sh(*vm, "ip addr add " + clone_net + "2/24 dev eth0 && ip link set eth0 up " +
+                  "&& ping -c 3 -W 5 " + clone_net + "1");
   ASSERT_TRUE(ping.ok()) << ping.out << vm->describe();
   EXPECT_NE(ping.out.find("3 packets received"), std::string::npos) << ping.out;
   const ProcessOutput host_ping =

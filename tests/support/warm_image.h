@@ -61,8 +61,8 @@ inline WarmImage make(const std::vector<std::string>& warm_args) {
   image.dir = local_dir() / name;
   const fs::path taken_file = image.dir / "taken";
   // Held until the image is there (or failed): another test process waits here.
-  const int lock = ::open((local_dir() / (name + ".lock")).c_str(), O_CREAT | O_RDWR | O_CLOEXEC,
-                          0600);
+  const int lock =
+      ::open((local_dir() / (name + ".lock")).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
   if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
     image.failure = "cannot lock the warm image's lock file in " + local_dir().string();
     if (lock >= 0) ::close(lock);

@@ -1,10 +1,9 @@
 // connect_vsock_uds, the host's way into a VM's agent through the vsock device's Unix
 // socket: the CONNECT handshake, a refusal, and a VMM that never answers.
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
@@ -70,8 +69,7 @@ TEST(AgentConnect, ARefusalSaysWhatTheSocketAnswered) {
   auto fd = connect_vsock_uds(path, 1024, 5s);
   vmm.join();
   ASSERT_FALSE(fd.has_value());
-  EXPECT_NE(fd.error().message().find("refused a connection to guest port 1024"),
-            std::string::npos)
+  EXPECT_NE(fd.error().message().find("refused a connection to guest port 1024"), std::string::npos)
       << fd.error().message();
 }
 
@@ -86,8 +84,7 @@ TEST(AgentConnect, AVmmThatNeverAnswersFailsAtTheHandshakeTimeout) {
   const auto took = std::chrono::steady_clock::now() - start;
   vmm.join();
   ASSERT_FALSE(fd.has_value());
-  EXPECT_NE(fd.error().message().find("did not answer"), std::string::npos)
-      << fd.error().message();
+  EXPECT_NE(fd.error().message().find("did not answer"), std::string::npos) << fd.error().message();
   EXPECT_GE(took, 150ms);
   EXPECT_LT(took, 5s);
 }

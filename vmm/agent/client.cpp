@@ -79,9 +79,9 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      return fail("the VM's vsock socket " + uds_path + " did not answer a connection to guest port " +
-                      std::to_string(port) + " within " +
-                      std::to_string(handshake_timeout.count()) + " ms",
+      return fail("the VM's vsock socket " + uds_path +
+                      " did not answer a connection to guest port " + std::to_string(port) +
+                      " within " + std::to_string(handshake_timeout.count()) + " ms",
                   "the VM may be stuck: `kill -USR1` its dsec-vmm to log where its devices stand");
     }
     if (n <= 0) {

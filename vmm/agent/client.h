@@ -26,8 +26,9 @@ inline constexpr std::chrono::milliseconds kVsockHandshakeTimeout{30000};
 // Connects to a Firecracker-style vsock Unix socket and asks for guest `port`
 // (`CONNECT <port>\n`, answered `OK <n>\n` within `handshake_timeout`); the stream is
 // then the guest's, with no timeout on it.
-Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
-                                   std::chrono::milliseconds handshake_timeout = kVsockHandshakeTimeout);
+Result<UniqueFd> connect_vsock_uds(
+    const std::string& uds_path, uint32_t port,
+    std::chrono::milliseconds handshake_timeout = kVsockHandshakeTimeout);
 
 // Connects straight to guest `cid`:`port` over AF_VSOCK: for VMMs whose vsock is
 // vhost-vsock (QEMU), where the host side is the kernel's.
