@@ -1,12 +1,11 @@
 // connect_vsock_uds, the host's way into a VM's agent through the vsock device's Unix
 // socket: the CONNECT handshake, a refusal, and a VMM that never answers.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -14,27 +13,27 @@
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "vmm/agent/client.h"
+#include "vmm/io/unix_socket.h"
 
 namespace dsec::agent {
 namespace {
 
 using namespace std::chrono_literals;
 
-// A listening Unix socket standing in for a VMM's vsock socket.
+// A listening Unix socket standing in for a VMM's vsock socket (non-blocking, as the
+// vsock device's own).
 UniqueFd listen_at(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  EXPECT_EQ(::listen(fd.get(), 4), 0);
-  return fd;
+  auto fd = io::listen_unix(path);
+  EXPECT_TRUE(fd.has_value()) << fd.error().message();
+  return fd ? std::move(*fd) : UniqueFd();
 }
 
 // Accepts one connection, reads its CONNECT line and answers `reply` (nothing if empty),
 // then holds the connection until the test ends.
 std::thread answer_one(int listener, std::string reply, std::string& got) {
   return std::thread([listener, reply = std::move(reply), &got] {
+    pollfd ready{.fd = listener, .events = POLLIN, .revents = 0};
+    ::poll(&ready, 1, 5000);
     UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
     char c = 0;
     while (::read(conn.get(), &c, 1) == 1 && c != '\n') got += c;
