@@ -109,7 +109,6 @@ inline constexpr uint16_t kVsockCreditUpdate = 6;
 inline constexpr uint16_t kVsockCreditRequest = 7;
 inline constexpr uint16_t kVsockRx = 0;
 inline constexpr uint16_t kVsockTx = 1;
-inline constexpr uint16_t kVsockEvents = 2;
 inline constexpr uint32_t kRxBuffers = 8;
 inline constexpr uint32_t kRxBufferSize = 0x1000;
 
