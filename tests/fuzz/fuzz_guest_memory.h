@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <source_location>
 #include <span>
 #include <utility>
 
@@ -13,8 +15,9 @@
 
 namespace dsec::fuzz {
 
-inline void check(bool condition) {
+inline void check(bool condition, std::source_location where = std::source_location::current()) {
   if (!condition) {
+    std::fprintf(stderr, "fuzz check failed at %s:%u\n", where.file_name(), where.line());
     std::abort();
   }
 }
