@@ -167,13 +167,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 2:
         activate();
         break;
-      case 3: {
-        const uint64_t offset = in.take<uint16_t>() % kFuzzedBytes;
-        const auto bytes = in.take_bytes(in.take<uint8_t>());
-        check(mem.write(offset, bytes.first(std::min<size_t>(bytes.size(), kFuzzedBytes - offset)))
-                  .has_value());
+      case 3:
+        dsec::fuzz::write_guest_memory(mem, in, kFuzzedBytes);
         break;
-      }
       case 4:
         (void)h.block->quiesce();
         if ((in.take<uint8_t>() & 1) != 0) h.block->resume_after_quiesce();

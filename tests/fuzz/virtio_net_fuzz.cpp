@@ -211,13 +211,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 4:
         activate();
         break;
-      case 5: {
-        const uint64_t offset = in.take<uint16_t>() % kFuzzedBytes;
-        const auto bytes = in.take_bytes(in.take<uint8_t>());
-        check(mem.write(offset, bytes.first(std::min<size_t>(bytes.size(), kFuzzedBytes - offset)))
-                  .has_value());
+      case 5:
+        dsec::fuzz::write_guest_memory(mem, in, kFuzzedBytes);
         break;
-      }
     }
   }
   check_still_works(h, mem, frames);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tests/kvm/hostile_script.h"
@@ -191,6 +192,29 @@ class Driver {
     script_.write(a.avail + 2, idx, 2);
   }
   void notify(uint16_t q) { write_reg(reg::kQueueNotify, q); }
+  // Buffer i of `size` bytes in q's buffer area.
+  uint64_t buffer(uint16_t q, uint32_t i, uint32_t size) {
+    return queues_.at(q).buffers + uint64_t{i} * size;
+  }
+  // `count` device-writable buffers of `size` bytes at heads 0..count-1, then a notify.
+  void post_writable(uint16_t q, uint16_t count, uint32_t size) {
+    for (uint16_t i = 0; i < count; ++i) {
+      desc(q, i, buffer(q, i, size), size, kWrite);
+      publish(q, i);
+    }
+    notify(q);
+  }
+  // `bytes` as one device-readable buffer at head 0 of q; the device must return it
+  // unwritten.
+  void send_readable(uint16_t q, std::span<const uint8_t> bytes) {
+    const uint64_t buf = queues_.at(q).buffers;
+    script_.copy(buf, bytes);
+    desc(q, 0, buf, static_cast<uint32_t>(bytes.size()), 0);
+    publish(q, 0);
+    notify(q);
+    wait_used(q);
+    expect_last_used(q, 0, 0);
+  }
   // Waits for the device to return `count` more chains on q.
   void wait_used(uint16_t q, uint16_t count = 1) {
     QueueArea& a = queues_.at(q);

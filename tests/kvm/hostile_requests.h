@@ -146,26 +146,15 @@ struct VsockPacket {
 };
 
 inline uint64_t vsock_rx_buffer(Driver& vsock, uint32_t i) {
-  return vsock.queue(kVsockRx).buffers + i * kRxBufferSize;
+  return vsock.buffer(kVsockRx, i, kRxBufferSize);
 }
 // Gives the device kRxBuffers rx buffers (heads 0..kRxBuffers-1).
 inline void vsock_post_rx(Driver& vsock) {
-  for (uint16_t i = 0; i < kRxBuffers; ++i) {
-    vsock.desc(kVsockRx, i, vsock_rx_buffer(vsock, i), kRxBufferSize, kWrite);
-    vsock.publish(kVsockRx, i);
-  }
-  vsock.notify(kVsockRx);
+  vsock.post_writable(kVsockRx, kRxBuffers, kRxBufferSize);
 }
 // Sends `packet` as one readable buffer at head 0 of tx; the device returns it unwritten.
 inline void vsock_send(Driver& vsock, const VsockPacket& packet) {
-  const uint64_t buf = vsock.queue(kVsockTx).buffers;
-  const std::vector<uint8_t> bytes = packet.bytes();
-  vsock.script().copy(buf, bytes);
-  vsock.desc(kVsockTx, 0, buf, static_cast<uint32_t>(bytes.size()), 0);
-  vsock.publish(kVsockTx, 0);
-  vsock.notify(kVsockTx);
-  vsock.wait_used(kVsockTx);
-  vsock.expect_last_used(kVsockTx, 0, 0);
+  vsock.send_readable(kVsockTx, packet.bytes());
 }
 // Waits for an rx buffer holding a packet `op` on the stream between `guest_port` and the
 // host's `host_port`; for RW, of any length.
@@ -228,24 +217,14 @@ inline std::vector<uint8_t> arp_request(const HostileVm& vm) {
   return f;
 }
 inline uint64_t net_rx_buffer(Driver& net, uint32_t i) {
-  return net.queue(kNetRx).buffers + i * kNetRxBufferSize;
+  return net.buffer(kNetRx, i, kNetRxBufferSize);
 }
 inline void net_post_rx(Driver& net) {
-  for (uint16_t i = 0; i < kNetRxBuffers; ++i) {
-    net.desc(kNetRx, i, net_rx_buffer(net, i), kNetRxBufferSize, kWrite);
-    net.publish(kNetRx, i);
-  }
-  net.notify(kNetRx);
+  net.post_writable(kNetRx, kNetRxBuffers, kNetRxBufferSize);
 }
 // Sends `frame` (header included) as one buffer at head 0 of tx.
 inline void net_send(Driver& net, std::span<const uint8_t> frame) {
-  const uint64_t buf = net.queue(kNetTx).buffers;
-  net.script().copy(buf, frame);
-  net.desc(kNetTx, 0, buf, static_cast<uint32_t>(frame.size()), 0);
-  net.publish(kNetTx, 0);
-  net.notify(kNetTx);
-  net.wait_used(kNetTx);
-  net.expect_last_used(kNetTx, 0, 0);
+  net.send_readable(kNetTx, frame);
 }
 // The host's kernel answers the guest's ARP request through the TAP: an ARP reply (frame
 // bytes 12-27: ethertype, htype, ptype, hlen, plen, op 2, the host's MAC) addressed to the
