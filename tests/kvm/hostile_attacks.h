@@ -1,5 +1,5 @@
-// What the hostile-guest tests share: attacks as named script builders, run in one
-// dsec-vmm each batch, and the descriptor-chain attacks every queue of every device gets.
+// What the hostile-guest tests share: a batch of attacks run in one dsec-vmm (run_batch),
+// and the descriptor-chain attacks every queue of every device gets.
 // Each attack ends with the device working again: a valid request after a device reset
 // where the spec has the device refuse more work (DEVICE_NEEDS_RESET), and without one
 // where the device must shrug the attack off.
