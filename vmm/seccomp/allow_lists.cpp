@@ -57,7 +57,6 @@ std::vector<SyscallRule> every_thread() {
       allow("madvise"),
       // std::mutex, std::condition_variable, joins
       allow("futex"),
-      allow("sched_yield"),
       // clocks the vDSO cannot answer
       allow("clock_gettime"),
       allow("gettimeofday"),
@@ -146,7 +145,6 @@ std::vector<SyscallRule> snapshot_writes() {
       allow("rename"),
       allow("unlink"),
       allow("newfstatat"),
-      allow("fstat"),
       allow("close"),
       // waiting for the devices to come to rest
       allow("clock_nanosleep"),
@@ -160,12 +158,11 @@ std::vector<SyscallRule> agent_client() {
   return {
       allow_if("socket", {equals(0, AF_UNIX)}),
       allow("connect"),
+      // a receive timeout on each connection
       allow("setsockopt"),
-      allow("poll"),
       allow("read"),
       allow("recvfrom"),
       allow("sendto"),
-      allow("shutdown"),
       allow("close"),
       // the clone's fresh entropy, and the waits between tries of a connection
       allow("getrandom"),
@@ -185,7 +182,6 @@ std::vector<SyscallRule> vcpu() {
                     // a sample of --profile-guest; a triple fault's registers
                     ioctl(KVM_GET_REGS),
                     ioctl(KVM_GET_SREGS),
-                    ioctl(KVM_GET_VCPU_EVENTS),
                 });
   return rules;
 }
@@ -208,6 +204,8 @@ std::vector<SyscallRule> io() {
                     allow("sendto"),
                     allow("sendmsg"),
                     allow("shutdown"),
+                    // a host socket that hung up before its CONNECT line
+                    allow("poll"),
                     // virtio-rng
                     allow("getrandom"),
                 });
@@ -262,7 +260,6 @@ std::vector<SyscallRule> main_thread() {
                     allow("io_uring_enter"),
                     ioctl(KVM_IOEVENTFD),
                     ioctl(KVM_IRQFD),
-                    allow("lseek"),
                 });
   return rules;
 }
