@@ -63,6 +63,9 @@ Result<std::pair<kvm::KvmSystem, kvm::Vm>> create_vm(const MachineConfig& config
 
 Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
   spdlog::debug("creating the VM");
+  if (config.seccomp.mode != seccomp::Mode::kOff) {
+    seccomp::prepare_process();  // before the loader, the VM's first thread
+  }
   DSEC_TRY(validate(config));
   spdlog::debug("configuration checked");
 

@@ -155,6 +155,9 @@ Result<std::unique_ptr<Machine>> Machine::restore(const std::string& state_path,
                                                   const std::string& memory_path,
                                                   const RestoreOverrides& overrides,
                                                   const MachineConfig& host, bool paused) {
+  if (host.seccomp.mode != seccomp::Mode::kOff) {
+    seccomp::prepare_process();  // before the VM's first thread
+  }
   auto state = DSEC_TRY(read_state(state_path));
   MachineConfig config = DSEC_TRY(apply_overrides(state.config, overrides));
   config.console_output_fd = host.console_output_fd;

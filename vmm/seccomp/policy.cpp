@@ -1,6 +1,7 @@
 #include "vmm/seccomp/policy.h"
 
 #include <linux/seccomp.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
+#include <mutex>
 #include <string>
 
 #include "vmm/seccomp/filter.h"
@@ -42,14 +44,6 @@ Result<std::optional<Role>> selftest_from_environment() {
   }
   return fail(std::string(kSelftestVariable) + "=" + value + " names no thread role",
               "give one of " + roles + ", or unset it (it is a test hook)");
-}
-
-// glibc reads the time zone (/etc/localtime) at the process's first conversion to local
-// time, and each log line has one: made before a filter loads, no role needs open() for it.
-void load_time_zone() {
-  const time_t now = ::time(nullptr);
-  tm local{};
-  ::localtime_r(&now, &local);
 }
 
 // The self-test's forbidden call: a network socket, which no role may open.
@@ -88,7 +82,7 @@ std::optional<Mode> mode_named(std::string_view name) {
 
 Status Policy::apply(Role role) const {
   if (mode != Mode::kOff) {
-    load_time_zone();
+    prepare_process();
     prepare_violation_report(role);
     const auto filter = DSEC_TRY(
         Filter::build(role, mode == Mode::kLog ? ViolationAction::kLog : ViolationAction::kTrap));
@@ -100,9 +94,24 @@ Status Policy::apply(Role role) const {
   return ok();
 }
 
+void prepare_process() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // The time zone, which glibc reads at the process's first conversion to local time.
+    const time_t now = ::time(nullptr);
+    tm local{};
+    ::localtime_r(&now, &local);
+    // One malloc arena for every thread (each keeps its own small cache, tcache): glibc
+    // would give threads arenas of their own, count the CPUs in /sys to size their number,
+    // and read /proc/sys/vm/overcommit_memory before it first shrinks one's heap.
+    ::mallopt(M_ARENA_MAX, 1);
+  });
+}
+
 Result<Policy> policy_for(Mode mode) {
   if (mode != Mode::kOff) {
     DSEC_TRY(check_kernel(mode));
+    prepare_process();
   }
   return Policy{.mode = mode, .selftest = DSEC_TRY(selftest_from_environment())};
 }

@@ -38,8 +38,17 @@ struct Policy {
   bool operator==(const Policy&) const = default;
 };
 
+// Readies the process for filters, before it starts its first thread (policy_for() and
+// Machine::create() and restore() call it when filters are on; once per process): glibc
+// reads some files the first time it needs them, and a thread whose filter forbids open()
+// must not be the first. The time zone is read now, and every thread shares the main
+// malloc arena: glibc reads /sys to size its number of arenas and
+// /proc/sys/vm/overcommit_memory before it first shrinks the heap of one of its own.
+void prepare_process();
+
 // The policy of `--seccomp=<mode>` for this process: the mode, checked against the kernel
-// (an Error says what is missing), and the self-test read from the environment.
+// (an Error says what is missing), and the self-test read from the environment. Calls
+// prepare_process() unless the mode is off.
 Result<Policy> policy_for(Mode mode);
 
 }  // namespace dsec::seccomp
