@@ -18,9 +18,11 @@
 #include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
+#include "tests/support/file_text.h"
 #include "tests/support/result_matchers.h"
 #include "vmm/kvm/linux_kvm.h"
 #include "vmm/seccomp/allow_lists.h"
@@ -220,6 +222,33 @@ TEST(SeccompPolicy, TheSelftestMakesItsRolesThreadCallWhatNoRoleMay) {
   const ChildEnd unfiltered =
       in_child("dsec-signals", [&] { return off.apply(Role::kSignals).has_value(); });
   EXPECT_EQ(unfiltered.exit_status(), 0) << unfiltered.err;
+}
+
+// docs/seccomp.md's heading of each role's list, "### vcpu (19 calls, 4 ioctls)", counts
+// what the list allows, and the page names every call of every list.
+TEST(SeccompDocs, ThePageCountsAndNamesWhatEachRoleMayCall) {
+  const std::string page = test::file_text(DSEC_SOURCE_DIR "/docs/seccomp.md");
+  ASSERT_FALSE(page.empty());
+  for (const Role role : kAllRoles) {
+    std::set<std::string_view> calls;
+    std::set<uint64_t> requests;
+    for (const SyscallRule& rule : allow_list(role)) {
+      calls.insert(rule.syscall);
+      if (rule.syscall == "ioctl") {
+        requests.insert(rule.conditions.at(0).value);
+      }
+      EXPECT_THAT(page, HasSubstr("`" + std::string(rule.syscall) + "`")) << rule.syscall;
+    }
+    std::string heading =
+        "### " + std::string(role_name(role)) + " (" + std::to_string(calls.size()) + " calls";
+    if (!requests.empty()) {
+      heading +=
+          ", " + std::to_string(requests.size()) + (requests.size() == 1 ? " ioctl)" : " ioctls)");
+    } else {
+      heading += ")";
+    }
+    EXPECT_THAT(page, HasSubstr(heading + "\n")) << role_name(role);
+  }
 }
 
 TEST(SeccompPolicy, ModesAndRolesHaveTheNamesTheDocsUse) {
