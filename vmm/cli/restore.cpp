@@ -8,6 +8,7 @@
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
+#include "vmm/cli/seccomp_option.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/cli/vm_options.h"
 #include "vmm/machine/clone_sync.h"
@@ -29,6 +30,7 @@ struct RestoreOptions {
   std::string metrics_file;
   double agent_timeout_s = 30;
   ApiOptions api;
+  seccomp::Mode seccomp = seccomp::Mode::kOn;
 };
 
 double ms_since(Clock::time_point t) {
@@ -70,6 +72,12 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
   }
   machine::MachineConfig host;
   host.process_start = process_start;
+  auto seccomp = seccomp::policy_for(options.seccomp);
+  if (!seccomp) {
+    (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", seccomp.error().message().c_str());
+    return 1;
+  }
+  host.seccomp = *seccomp;
   if (*console) {
     host.console_output_fd = console->get();
   }
@@ -140,6 +148,7 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
       ->add_option("--agent-timeout", options->agent_timeout_s,
                    "Seconds to wait for the clone's agent to take its entropy and clock")
       ->capture_default_str();
+  add_seccomp_option(*restore, options->seccomp);
   add_api_options(*restore, options->api,
                   "served once the clone's agent took its entropy and clock: PATCH /vm pauses "
                   "and resumes it, PUT /snapshot/create snapshots it while paused (a snapshot "

@@ -6,6 +6,7 @@
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/default_image.h"
+#include "vmm/cli/seccomp_option.h"
 
 namespace dsec::cli {
 
@@ -102,6 +103,7 @@ void add_vm_options(CLI::App& command, VmOptions& options) {
                      "(needs CAP_NET_ADMIN and the tun module); host= gives it that IPv4 address "
                      "and brings it up; the guest configures its side itself. MAC defaults to "
                      "52:54:00:12:34:56");
+  add_seccomp_option(command, options.seccomp);
 }
 
 Result<machine::MachineConfig> machine_config(const VmOptions& o,
@@ -118,6 +120,11 @@ Result<machine::MachineConfig> machine_config(const VmOptions& o,
   config.initrd_path = o.initrd;
   config.rng = o.rng;
   config.share_kernel_pages = o.share_kernel_pages;
+  auto seccomp = seccomp::policy_for(o.seccomp);
+  if (!seccomp) {
+    return std::unexpected(seccomp.error());
+  }
+  config.seccomp = *seccomp;
   for (const auto& spec : o.drives) {
     auto drive = parse_drive(spec);
     if (!drive) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "vmm/common/error.h"
+#include "vmm/seccomp/policy.h"
 
 namespace dsec::machine {
 
@@ -69,6 +70,9 @@ struct MachineConfig {
   std::chrono::microseconds guest_profile_interval{1000};
   // When the VMM process started, for the boot-time figures.
   std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
+  // The seccomp filters the VM's threads install (docs/seccomp.md); the host's choice, not
+  // kept in a snapshot.
+  seccomp::Policy seccomp;
 };
 
 // What a config is checked for: a boot (a kernel, its command line) or a restore from a
