@@ -3,8 +3,8 @@
 // capabilities and no_new_privs, in namespaces of its own, seeing only its jail's files;
 // one that exceeds its cgroup's memory.max is killed by the OOM killer while a neighbour
 // runs on.
-#include <gmock/gmock.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <linux/magic.h>
 #include <sys/mount.h>
@@ -78,10 +78,9 @@ class JailDir {
 
   // The jail options for dsec-vmm, with `extra` (--cgroup settings) after them.
   std::vector<std::string> options(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> args{"--jail",          path_.string(),
-                                  "--uid",           std::to_string(kJailUid),
-                                  "--gid",           std::to_string(kJailGid),
-                                  "--cgroup-parent", kCgroupParent};
+    std::vector<std::string> args{
+        "--jail", path_.string(),           "--uid",           std::to_string(kJailUid),
+        "--gid",  std::to_string(kJailGid), "--cgroup-parent", kCgroupParent};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -91,7 +90,8 @@ class JailDir {
 };
 
 // `head` followed by `tail`.
-std::vector<std::string> concat(std::vector<std::string> head, const std::vector<std::string>& tail) {
+std::vector<std::string> concat(std::vector<std::string> head,
+                                const std::vector<std::string>& tail) {
   head.insert(head.end(), tail.begin(), tail.end());
   return head;
 }
@@ -107,12 +107,16 @@ pid_t jailed_pid(const JailDir& jail) {
   return pids.empty() ? -1 : pids.front();
 }
 
-// The value of `key` in /proc/PID/status (or a task's status), tabs and all.
+// The value of `key` in /proc/PID/status (or a task's status), without the blanks around
+// it (those between its fields stay).
 std::string status_field(const fs::path& status_file, const std::string& key) {
   std::istringstream in(file_text(status_file));
   for (std::string line; std::getline(in, line);) {
     if (line.starts_with(key + ":")) {
-      return line.substr(key.size() + 2);
+      std::string value = line.substr(key.size() + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      value.erase(value.find_last_not_of(" \t") + 1);
+      return value;
     }
   }
   return "(no " + key + " in " + status_file.string() + ")";
@@ -208,8 +212,8 @@ TEST_F(Jail, AJailedRunBootsAnswersExecAndIsConfinedToItsJail) {
   const std::string tap = "dsecjail" + std::to_string(::getpid() % 10000);
   auto vm = Sandbox::with_vsock_at(
       jail.file("vsock").string(),
-      concat({"run", "--vcpus", "2", "--memory", "256", "--append", "dsec.agent", "--api-sock",
-              api, "--net", "tap=" + tap + ",host=10.98.0.1/24"},
+      concat({"run", "--vcpus", "2", "--memory", "256", "--append", "dsec.agent", "--api-sock", api,
+              "--net", "tap=" + tap + ",host=10.98.0.1/24"},
              jail.options({"--cgroup", "pids.max=64", "--cgroup", "memory.max=512M"})));
   std::string why;
   ASSERT_TRUE(vm->wait_ready(kReadyDeadline, why)) << why;
@@ -232,8 +236,8 @@ TEST_F(Jail, AJailedRunBootsAnswersExecAndIsConfinedToItsJail) {
   ASSERT_TRUE(info) << info.error().message() << vm->describe();
   EXPECT_EQ(info->value("state", ""), "Running");
   ASSERT_TRUE(client.send("PATCH", "/vm", {{"state", "Paused"}})) << vm->describe();
-  const auto created = client.send(
-      "PUT", "/snapshot/create", {{"snapshot_path", "/state"}, {"mem_file_path", "/memory"}});
+  const auto created = client.send("PUT", "/snapshot/create",
+                                   {{"snapshot_path", "/state"}, {"mem_file_path", "/memory"}});
   ASSERT_TRUE(created) << created.error().message() << vm->describe();
   ASSERT_TRUE(client.send("PATCH", "/vm", {{"state", "Resumed"}})) << vm->describe();
   EXPECT_GT(fs::file_size(jail.file("memory")), 0U);
@@ -265,11 +269,11 @@ TEST_F(Jail, AJailedVmmReachesTheHostsNetworkThroughATapHandedIn) {
   // Inherited by the VMM: a descriptor without close-on-exec.
   const int handed_in = ::fcntl(tap->fd(), F_DUPFD, 10);
   ASSERT_GE(handed_in, 10) << std::strerror(errno);
-  auto vm = Sandbox::with_vsock_at(
-      jail.file("vsock").string(),
-      concat({"run", "--vcpus", "2", "--memory", "256", "--append", "dsec.agent", "--net",
-              "fd=" + std::to_string(handed_in)},
-             jail.options()));
+  auto vm =
+      Sandbox::with_vsock_at(jail.file("vsock").string(),
+                             concat({"run", "--vcpus", "2", "--memory", "256", "--append",
+                                     "dsec.agent", "--net", "fd=" + std::to_string(handed_in)},
+                                    jail.options()));
   ::close(handed_in);
   std::string why;
   ASSERT_TRUE(vm->wait_ready(kReadyDeadline, why)) << why;
@@ -284,7 +288,9 @@ TEST_F(Jail, AJailedVmmReachesTheHostsNetworkThroughATapHandedIn) {
             fs::read_symlink("/proc/self/ns/net"));
 }
 
-const WarmImage& warm_image() { return shared_warm_image({"--vcpus", "2", "--memory", "256"}); }
+const WarmImage& warm_image() {
+  return shared_warm_image({"--vcpus", "2", "--memory", "256"});
+}
 
 // A jailed clone of the warm image, ready; null (and the test failed) if it did not get
 // there.

@@ -41,11 +41,10 @@ TEST_F(JailCli, RunAndRestoreHelpDescribeTheJail) {
   for (const char* command : {"run", "restore"}) {
     const CommandOutput help = run_command(kVmm + " " + command + " --help");
     EXPECT_EQ(help.exit_status, 0);
-    EXPECT_THAT(help.output,
-                AllOf(HasSubstr("--jail"), HasSubstr("--uid"), HasSubstr("--gid"),
-                      HasSubstr("--cgroup"), HasSubstr("--cgroup-parent"),
-                      HasSubstr("--rlimit-nofile"), HasSubstr("pivot_root"),
-                      HasSubstr("exit status 4"), HasSubstr("docs/jail.md")))
+    EXPECT_THAT(help.output, AllOf(HasSubstr("--jail"), HasSubstr("--uid"), HasSubstr("--gid"),
+                                   HasSubstr("--cgroup"), HasSubstr("--cgroup-parent"),
+                                   HasSubstr("--rlimit-nofile"), HasSubstr("pivot_root"),
+                                   HasSubstr("exit status 4"), HasSubstr("docs/jail.md")))
         << command;
   }
 }
@@ -88,9 +87,8 @@ TEST_F(JailCli, PathsTheVmmUsesAfterItsPivotMustBeInTheJail) {
            {"--profile-guest", dir_.file("guest.prof")}}) {
     const CommandOutput outside = run(jail() + " " + option + " " + value);
     EXPECT_EQ(outside.exit_status, 1) << option;
-    EXPECT_THAT(outside.output,
-                AllOf(HasSubstr(option + " " + value + " is outside the jail"),
-                      HasSubstr("put it there, e.g. " + jail_ + "/")))
+    EXPECT_THAT(outside.output, AllOf(HasSubstr(option + " " + value + " is outside the jail"),
+                                      HasSubstr("put it there, e.g. " + jail_ + "/")))
         << option;
   }
 }

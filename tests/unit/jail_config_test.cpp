@@ -1,6 +1,8 @@
 // The jail's options: --cgroup settings, the checks of a jail's configuration, and which
 // paths a jailed VMM can reach (vmm/jail/jail_config.h, jail_paths.h). Jailing itself needs
 // root and runs in the e2e tier (tests/e2e/jail_test.cpp).
+#include "vmm/jail/jail_config.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,7 +11,6 @@
 
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
-#include "vmm/jail/jail_config.h"
 #include "vmm/jail/jail_paths.h"
 
 namespace dsec::jail {
@@ -33,8 +34,8 @@ TEST(JailCgroupSetting, ParsesFileAndValueAndNamesTheController) {
 }
 
 TEST(JailCgroupSetting, RefusesWhatIsNotAControllersFileWithAValue) {
-  for (const char* bad : {"memory.max", "=1", "memory=1", ".max=1", "memory.=1",
-                          "../memory.max=1", "memory.max/../../x=1", "memory..max=1"}) {
+  for (const char* bad : {"memory.max", "=1", "memory=1", ".max=1", "memory.=1", "../memory.max=1",
+                          "memory.max/../../x=1", "memory..max=1"}) {
     const auto parsed = parse_cgroup_setting(bad);
     ASSERT_FALSE(parsed) << bad;
     EXPECT_THAT(parsed.error().message(), HasSubstr("memory.max, cpu.max or pids.max")) << bad;
@@ -64,8 +65,7 @@ class JailConfigTest : public ::testing::Test {
 TEST_F(JailConfigTest, AValidConfigPassesAndNamesItsCgroup) {
   const JailConfig config = valid();
   EXPECT_TRUE(validate(config)) << validate(config).error().message();
-  EXPECT_EQ(cgroup_path(config),
-            "/sys/fs/cgroup/dsec-vmm/" + dir_.path().filename().string());
+  EXPECT_EQ(cgroup_path(config), "/sys/fs/cgroup/dsec-vmm/" + dir_.path().filename().string());
 }
 
 TEST_F(JailConfigTest, RootIdsAreRefused) {
@@ -140,9 +140,8 @@ TEST(JailPaths, APathOutsideTheJailIsRefusedWithWhereToPutIt) {
   std::filesystem::create_directory_symlink(elsewhere.path(), dir.path() / "link");
   const auto paths = JailPaths::of(dir.path().string());
   ASSERT_TRUE(paths) << paths.error().message();
-  for (const std::string& outside :
-       {elsewhere.file("vsock"), dir.file("../escape.sock"), dir.file("link/vsock"),
-        dir.path().string()}) {
+  for (const std::string& outside : {elsewhere.file("vsock"), dir.file("../escape.sock"),
+                                     dir.file("link/vsock"), dir.path().string()}) {
     const auto refused = paths->inside(outside, "--vsock");
     ASSERT_FALSE(refused) << outside;
     EXPECT_THAT(refused.error().message(),

@@ -62,7 +62,8 @@ Status jail_paths(const jail::JailPaths& paths, machine::MachineConfig& config,
     config.vsock->uds_path = DSEC_TRY(paths.inside(config.vsock->uds_path, "--vsock"));
   }
   if (!config.guest_profile_path.empty()) {
-    config.guest_profile_path = DSEC_TRY(paths.inside(config.guest_profile_path, "--profile-guest"));
+    config.guest_profile_path =
+        DSEC_TRY(paths.inside(config.guest_profile_path, "--profile-guest"));
   }
   return jail_serve_paths(paths, options.console, options.metrics_file, options.api);
 }
@@ -108,7 +109,8 @@ void add_run_command(CLI::App& app, CommandAction& action,
       "to stdout or --console, and reads stdin. Exit status: 0 when the guest rebooted or "
       "powered off, 1 for a bad configuration (nothing started), 2 when the guest crashed "
       "(kernel panic, triple fault), 3 when KVM or the VMM failed; with --jail, 4 when its "
-      "cgroup's OOM killer killed the VMM (memory.max), 5 when another signal did. SIGINT/SIGTERM stop the VM "
+      "cgroup's OOM killer killed the VMM (memory.max), 5 when another signal did. SIGINT/SIGTERM "
+      "stop the VM "
       "(status 0); SIGUSR1 logs where the interrupts stand (each vCPU: halted or not, its "
       "local APIC's pending and in-service vectors; the IOAPIC's pins) and the state of every "
       "virtio device (its queues' indices, vsock's streams and credit), for a look at a VM "

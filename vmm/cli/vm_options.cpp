@@ -1,7 +1,6 @@
 #include "vmm/cli/vm_options.h"
 
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 #include "vmm/jail/cgroup.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/magic.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -57,10 +58,12 @@ Status enable_controllers(const fs::path& level, const std::set<std::string>& co
   const std::string offered = first_line(level / "cgroup.controllers");
   for (const auto& controller : controllers) {
     if (!has_word(offered, controller)) {
-      return fail("cgroup " + level.string() + " does not offer the " + controller +
-                      " controller (cgroup.controllers: '" + offered + "')",
-                  "enable it in the parent's cgroup.subtree_control, or drop the --cgroup " +
-                      controller + ".* settings");
+      return fail(fmt::format("cgroup {} does not offer the {} controller (cgroup.controllers: "
+                              "'{}')",
+                              level.string(), controller, offered),
+                  fmt::format("enable it in the parent's cgroup.subtree_control, or drop the "
+                              "--cgroup {}.* settings",
+                              controller));
     }
     DSEC_TRY(write_file((level / "cgroup.subtree_control").string(), "+" + controller,
                         "cgroup v2 enables controllers only in a cgroup without processes of its "

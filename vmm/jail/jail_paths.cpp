@@ -15,8 +15,7 @@ Result<JailPaths> JailPaths::of(const std::string& dir) {
   return JailPaths(canonical.string());
 }
 
-Result<std::string> JailPaths::inside(const std::string& host_path,
-                                      std::string_view option) const {
+Result<std::string> JailPaths::inside(const std::string& host_path, std::string_view option) const {
   std::error_code ec;
   const fs::path resolved = fs::weakly_canonical(fs::absolute(host_path, ec), ec);
   if (ec) {

@@ -120,8 +120,9 @@ Status validate(const MachineConfig& config, BuildMode mode) {
   if (config.net) {
     const auto& n = *config.net;
     if (n.tap_fd >= 0 && (!n.tap.empty() || !n.host_cidr.empty())) {
-      return fail("--net fd=" + std::to_string(n.tap_fd) + " is a TAP handed in: it takes no "
-                  "tap= or host=",
+      return fail("--net fd=" + std::to_string(n.tap_fd) +
+                      " is a TAP handed in: it takes no "
+                      "tap= or host=",
                   "name and address the TAP where it was opened");
     }
     if (n.tap.empty() && n.tap_fd < 0) {

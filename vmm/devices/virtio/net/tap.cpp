@@ -69,8 +69,9 @@ Result<Tap> Tap::open(const TapConfig& config) {
   ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
   std::strncpy(ifr.ifr_name, config.name.c_str(), IFNAMSIZ - 1);
   if (::ioctl(fd.get(), TUNSETIFF, &ifr) != 0) {
-    return fail_errno("/dev/net/tun: TUNSETIFF " + (config.name.empty() ? "(new TAP)" : config.name),
-                      errno, kPrivilegeHint);
+    return fail_errno(
+        "/dev/net/tun: TUNSETIFF " + (config.name.empty() ? "(new TAP)" : config.name), errno,
+        kPrivilegeHint);
   }
   std::string name(ifr.ifr_name, ::strnlen(ifr.ifr_name, IFNAMSIZ));
   if (config.host_ip) {
