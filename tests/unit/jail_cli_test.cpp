@@ -103,5 +103,22 @@ TEST_F(JailCli, ARestoresPathsAreCheckedToo) {
                                         " is outside the jail"));
 }
 
+// --net fd=N, the jail's way to the host's network: its form is checked before anything
+// starts.
+TEST_F(JailCli, ANetFdMustBeADescriptorAboveStderrAndTheOnlyTap) {
+  const CommandOutput stderr_fd = run("--net fd=2");
+  EXPECT_EQ(stderr_fd.exit_status, 1);
+  EXPECT_THAT(stderr_fd.output, HasSubstr("--net fd=2: fd=2 is not a file descriptor above 2"));
+  const CommandOutput not_a_number = run("--net fd=3x");
+  EXPECT_EQ(not_a_number.exit_status, 1);
+  EXPECT_THAT(not_a_number.output, HasSubstr("fd=3x is not a file descriptor"));
+  const CommandOutput twice = run("--net fd=3,tap=sbtap0");
+  EXPECT_EQ(twice.exit_status, 1);
+  EXPECT_THAT(twice.output, HasSubstr("names a TAP twice (tap= and fd=)"));
+  const CommandOutput addressed = run("--net fd=3,host=10.0.0.1/24");
+  EXPECT_EQ(addressed.exit_status, 1);
+  EXPECT_THAT(addressed.output, HasSubstr("is a TAP handed in: it takes no tap= or host="));
+}
+
 }  // namespace
 }  // namespace dsec::test
