@@ -28,9 +28,8 @@ struct RunOptions {
 
 // Boots `config` and runs it to its end; in a jail, `jailed` is locked down before the
 // guest runs.
-int run_vm(const machine::MachineConfig& vm_config, const RunOptions& options,
-           jail::JailedProcess* jailed, std::chrono::steady_clock::time_point process_start) {
-  machine::MachineConfig config = vm_config;
+int run_vm(machine::MachineConfig config, const RunOptions& options, jail::JailedProcess* jailed,
+           std::chrono::steady_clock::time_point process_start) {
   auto console = open_console(options.console);
   if (!console) {
     (void)std::fprintf(stderr, "dsec-vmm run: %s\n", console.error().message().c_str());
@@ -109,12 +108,11 @@ void add_run_command(CLI::App& app, CommandAction& action,
       "to stdout or --console, and reads stdin. Exit status: 0 when the guest rebooted or "
       "powered off, 1 for a bad configuration (nothing started), 2 when the guest crashed "
       "(kernel panic, triple fault), 3 when KVM or the VMM failed; with --jail, 4 when its "
-      "cgroup's OOM killer killed the VMM (memory.max), 5 when another signal did. SIGINT/SIGTERM "
-      "stop the VM "
-      "(status 0); SIGUSR1 logs where the interrupts stand (each vCPU: halted or not, its "
-      "local APIC's pending and in-service vectors; the IOAPIC's pins) and the state of every "
-      "virtio device (its queues' indices, vsock's streams and credit), for a look at a VM "
-      "that seems stuck.");
+      "cgroup's OOM killer killed the VMM (memory.max), 5 when another signal did. "
+      "SIGINT/SIGTERM stop the VM (status 0); SIGUSR1 logs where the interrupts stand (each "
+      "vCPU: halted or not, its local APIC's pending and in-service vectors; the IOAPIC's "
+      "pins) and the state of every virtio device (its queues' indices, vsock's streams and "
+      "credit), for a look at a VM that seems stuck.");
   add_vm_options(*run, options->vm);
   run->add_option("--console", options->console, "Write the guest's console to this file");
   run->add_option("--metrics-file", options->metrics_file,
