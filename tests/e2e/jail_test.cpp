@@ -335,6 +335,26 @@ TEST_F(Jail, AJailedRestoreWithoutAVsockInItsJailIsRefusedBeforeTheGuestRuns) {
   EXPECT_FALSE(fs::exists(jail.cgroup()));
 }
 
+TEST_F(Jail, TheJailedVmmDiesWithItsSupervisor) {
+  JailDir jail;
+  auto vm = jailed_clone(jail);
+  ASSERT_TRUE(vm);
+  const pid_t pid = jailed_pid(jail);
+  ASSERT_GT(pid, 0) << vm->describe();
+  const int status = vm->stop(SIGKILL);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  // Its parent-death signal: the VMM goes too, leaving its cgroup empty.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!trimmed(file_text(jail.cgroup() / "cgroup.procs")).empty() &&
+         std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(trimmed(file_text(jail.cgroup() / "cgroup.procs")), "")
+      << "the jailed VMM (pid " << pid << ") outlived its supervisor";
+  // Nobody removed the cgroup: the caller does, as docs/jail.md says.
+  EXPECT_EQ(::rmdir(jail.cgroup().c_str()), 0) << std::strerror(errno);
+}
+
 TEST_F(Jail, AVmmOverItsMemoryMaxIsKilledByItsCgroupAndItsNeighbourRunsOn) {
   JailDir greedy_jail;
   JailDir neighbour_jail;
