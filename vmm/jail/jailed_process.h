@@ -14,11 +14,11 @@ namespace dsec::jail {
 
 class JailedProcess {
  public:
-  // In the child the supervisor forked (jail/supervisor.h): dies with the supervisor,
-  // closes every inherited descriptor above stderr but config.kept_fds and
-  // `supervisor_alive` (whose other end only the supervisor holds), makes its own mount,
-  // IPC, UTS and network namespaces, makes every mount private to them, bind-mounts the
-  // jail directory onto itself and works there.
+  // In the child the supervisor forked (jail/supervisor.h), once in its cgroup: closes
+  // every inherited descriptor above stderr but config.kept_fds and `supervisor_alive`
+  // (whose other end only the supervisor holds), dies with the supervisor, makes its own
+  // mount, IPC, UTS and network namespaces, makes every mount private to them,
+  // bind-mounts the jail directory onto itself and works there.
   static Result<JailedProcess> enter(const JailConfig& config, UniqueFd supervisor_alive);
 
   // Once every file the VM needs from outside the jail is open: pivot_root into the jail
