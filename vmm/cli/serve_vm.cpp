@@ -87,6 +87,13 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
     (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command, vm.error().message().c_str());
     return 1;
   }
+  if (options.before_start) {
+    if (auto done = options.before_start(**vm); !done) {
+      (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                         done.error().message().c_str());
+      return 1;
+    }
+  }
   // After the Machine: destroyed, and its API thread stopped, before the Machine goes.
   const std::unique_ptr<api::ApiService> api_service = std::move(bound_api);
   // Declared after the Machine: it is joined before the Machine goes.

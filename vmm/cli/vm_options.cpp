@@ -1,8 +1,10 @@
 #include "vmm/cli/vm_options.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/default_image.h"
@@ -10,7 +12,24 @@
 
 namespace dsec::cli {
 
-// "tap=NAME[,host=A.B.C.D/N][,mac=MAC]" of --net.
+namespace {
+
+constexpr const char* kNetForms = "give tap=NAME[,host=A.B.C.D/N][,mac=MAC] or fd=N[,mac=MAC]";
+
+// The N of --net fd=N: a descriptor this process inherited, above stderr.
+Result<int> parse_fd(const std::string& spec, const std::string& text) {
+  int fd = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), fd);
+  if (error != std::errc() || end != text.data() + text.size() || fd <= STDERR_FILENO) {
+    return fail(fmt::format("--net {}: fd={} is not a file descriptor above 2", spec, text),
+                "hand the TAP in as descriptor 3 or above, and give its number");
+  }
+  return fd;
+}
+
+}  // namespace
+
+// "tap=NAME[,host=A.B.C.D/N][,mac=MAC]" or "fd=N[,mac=MAC]" of --net.
 Result<machine::NetConfig> parse_net(const std::string& spec) {
   machine::NetConfig net;
   size_t start = 0;
@@ -24,13 +43,17 @@ Result<machine::NetConfig> parse_net(const std::string& spec) {
       net.host_cidr = part.substr(5);
     } else if (part.rfind("mac=", 0) == 0) {
       net.mac = part.substr(4);
+    } else if (part.rfind("fd=", 0) == 0) {
+      net.tap_fd = DSEC_TRY(parse_fd(spec, part.substr(3)));
     } else {
-      return fail(fmt::format("--net {}: unknown option '{}'", spec, part),
-                  "give tap=NAME[,host=A.B.C.D/N][,mac=MAC]");
+      return fail(fmt::format("--net {}: unknown option '{}'", spec, part), kNetForms);
     }
   }
-  if (net.tap.empty()) {
-    return fail("--net '" + spec + "' names no TAP", "give tap=NAME[,host=A.B.C.D/N][,mac=MAC]");
+  if (net.tap.empty() && net.tap_fd < 0) {
+    return fail("--net '" + spec + "' names no TAP", kNetForms);
+  }
+  if (!net.tap.empty() && net.tap_fd >= 0) {
+    return fail("--net '" + spec + "' names a TAP twice (tap= and fd=)", kNetForms);
   }
   return net;
 }
@@ -102,7 +125,8 @@ void add_vm_options(CLI::App& command, VmOptions& options) {
                      "tap=NAME[,host=A.B.C.D/N][,mac=MAC]. The TAP is created if it does not exist "
                      "(needs CAP_NET_ADMIN and the tun module); host= gives it that IPv4 address "
                      "and brings it up; the guest configures its side itself. MAC defaults to "
-                     "52:54:00:12:34:56");
+                     "52:54:00:12:34:56. fd=N[,mac=MAC] instead uses a TAP handed in open as "
+                     "descriptor N (a jailed VMM's way to the host's network: docs/jail.md)");
   add_seccomp_option(command, options.seccomp);
 }
 

@@ -33,14 +33,14 @@ struct VmOptions {
   std::vector<std::string> drives;  // PATH[,ro][,id=ID]
   std::string vsock;                // the vsock device's Unix socket; empty: no vsock
   uint64_t vsock_cid = 3;
-  std::string net;  // tap=NAME[,host=A.B.C.D/N][,mac=MAC]; empty: no network
+  std::string net;  // tap=NAME[,host=A.B.C.D/N][,mac=MAC] or fd=N[,mac=MAC]; empty: none
   seccomp::Mode seccomp = seccomp::Mode::kOn;
 };
 
 // Registers the options above on `command`.
 void add_vm_options(CLI::App& command, VmOptions& options);
 
-// "tap=NAME[,host=A.B.C.D/N][,mac=MAC]" of --net.
+// "tap=NAME[,host=A.B.C.D/N][,mac=MAC]" or "fd=N[,mac=MAC]" of --net.
 Result<machine::NetConfig> parse_net(const std::string& spec);
 // "PATH[,ro][,id=ID]" of --drive.
 Result<machine::DriveConfig> parse_drive(const std::string& spec);

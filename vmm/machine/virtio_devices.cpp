@@ -112,6 +112,7 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
         const auto& n = specs[i].net;
         virtio::TapConfig tap;
         tap.name = n.tap;
+        tap.handed_in_fd = n.tap_fd;
         if (!n.host_cidr.empty()) {
           tap.host_ip = DSEC_TRY(virtio::parse_ipv4_cidr(n.host_cidr));
         }
