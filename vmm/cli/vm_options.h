@@ -32,7 +32,9 @@ struct VmOptions {
   std::vector<std::string> drives;  // PATH[,ro][,id=ID]
   std::string vsock;                // the vsock device's Unix socket; empty: no vsock
   uint64_t vsock_cid = 3;
-  std::string net;  // tap=NAME[,host=A.B.C.D/N][,mac=MAC]; empty: no network
+  std::string net;      // tap=NAME[,host=A.B.C.D/N][,mac=MAC]; empty: no network
+  std::string image;    // a sandbox image (EROFS) booted as the root; empty: the initramfs
+  std::string scratch;  // an ext4 disk for the image's private writes; empty: a tmpfs
 };
 
 // Registers the options above on `command`.
