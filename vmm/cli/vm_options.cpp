@@ -9,6 +9,7 @@
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/default_image.h"
 #include "vmm/cli/seccomp_option.h"
+#include "vmm/image/sandbox_image.h"
 
 namespace dsec::cli {
 
@@ -128,7 +129,35 @@ void add_vm_options(CLI::App& command, VmOptions& options) {
                      "52:54:00:12:34:56. fd=N[,mac=MAC] instead uses a TAP handed in open as "
                      "descriptor N (a jailed VMM's way to the host's network: docs/jail.md)");
   add_seccomp_option(command, options.seccomp);
+  command.add_option("--image", options.image,
+                     "Boot this sandbox image (EROFS, from images/build-rootfs or dsec-vmm image "
+                     "import) as the root file system, with the default kernel and initramfs: it "
+                     "is /dev/vda, read-only, shared by every VM that boots it; the guest's writes "
+                     "go to a private overlay in guest memory (docs/images.md)");
+  command
+      .add_option("--scratch", options.scratch,
+                  "With --image: keep the overlay's writes on this ext4 disk (/dev/vdb, "
+                  "read-write, one per VM) instead of in guest memory")
+      ->needs("--image");
 }
+
+namespace {
+
+// --image: the image goes first (/dev/vda, read-only), then --scratch (/dev/vdb), then
+// the --drive disks; the command line tells dsec-init to boot the image.
+Status add_image(const VmOptions& o, machine::MachineConfig& config) {
+  DSEC_TRY(image::check_sandbox_image(o.image));
+  std::vector<machine::DriveConfig> first{{.path = o.image, .read_only = true, .id = {}}};
+  config.cmdline += std::string(" ") + image::kImageRootArgs;
+  if (!o.scratch.empty()) {
+    first.push_back({.path = o.scratch, .read_only = false, .id = {}});
+    config.cmdline += std::string(" ") + image::kScratchUpperArg;
+  }
+  config.drives.insert(config.drives.begin(), first.begin(), first.end());
+  return ok();
+}
+
+}  // namespace
 
 Result<machine::MachineConfig> machine_config(const VmOptions& o,
                                               std::chrono::steady_clock::time_point process_start) {
@@ -155,6 +184,11 @@ Result<machine::MachineConfig> machine_config(const VmOptions& o,
       return std::unexpected(drive.error());
     }
     config.drives.push_back(*drive);
+  }
+  if (!o.image.empty()) {
+    if (auto added = add_image(o, config); !added) {
+      return std::unexpected(added.error());
+    }
   }
   if (!o.vsock.empty()) {
     config.vsock = machine::VsockConfig{o.vsock_cid, o.vsock};

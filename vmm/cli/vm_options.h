@@ -35,6 +35,8 @@ struct VmOptions {
   uint64_t vsock_cid = 3;
   std::string net;  // tap=NAME[,host=A.B.C.D/N][,mac=MAC] or fd=N[,mac=MAC]; empty: none
   seccomp::Mode seccomp = seccomp::Mode::kOn;
+  std::string image;    // a sandbox image (EROFS) booted as the root; empty: the initramfs
+  std::string scratch;  // an ext4 disk for the image's private writes; empty: a tmpfs
 };
 
 // Registers the options above on `command`.
