@@ -27,6 +27,7 @@ Status add_rule(scmp_filter_ctx ctx, const SyscallRule& rule) {
                 "the allow list (vmm/seccomp/allow_lists.cpp) is wrong");
   }
   std::vector<scmp_arg_cmp> comparisons;
+  comparisons.reserve(rule.conditions.size());
   for (const ArgCondition& c : rule.conditions) {
     comparisons.push_back({c.arg, SCMP_CMP_MASKED_EQ, c.mask, c.value});
   }

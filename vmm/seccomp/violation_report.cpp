@@ -146,7 +146,7 @@ void install_handler() {
 void prepare_violation_report(Role role) {
   std::array<char, 17> name{};  // the kernel's 16 bytes and a terminator
   if (::prctl(PR_GET_NAME, name.data()) != 0) {
-    std::strcpy(name.data(), "?");
+    name = {'?'};
   }
   t_report.prefix = prefix_for(name.data(), role_name(role));
   t_report.names = &syscall_names();
