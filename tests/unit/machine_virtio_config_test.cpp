@@ -36,7 +36,8 @@ TEST(MachineVirtioConfig, NoDevicesLeaveTheCommandLineAsItIs) {
 
 TEST(MachineVirtioConfig, AnRngTakesSlotZeroAndIsAnnouncedBeforeTheUsersWords) {
   const MachineConfig config = config_with(true, "console=ttyS0 -- init-arg");
-  EXPECT_THAT(virtio_devices(config), ElementsAre(Field(&VirtioDeviceSpec::kind, VirtioDeviceKind::kRng)));
+  EXPECT_THAT(virtio_devices(config),
+              ElementsAre(Field(&VirtioDeviceSpec::kind, VirtioDeviceKind::kRng)));
   // Slot 0: 4 KiB at 3 GiB, IOAPIC pin 5; before any " -- ", which hands the rest to init.
   EXPECT_EQ(guest_cmdline(config), "virtio_mmio.device=4K@0xc0000000:5 console=ttyS0 -- init-arg");
   EXPECT_EQ(guest_cmdline(config_with(true, "")), "virtio_mmio.device=4K@0xc0000000:5");

@@ -109,8 +109,7 @@ Status TreeBuilder::apply_entry(Layer& layer, archive_entry* entry, std::stop_to
   if (raw == nullptr) {
     return fail(layer.stream.what() + ": an entry has no path");
   }
-  const std::string path =
-      DSEC_TRY(clean_tree_path(raw, fmt::format("{}: entry \"{}\"", layer.stream.what(), raw)));
+  const std::string path = DSEC_TRY(clean_tree_path(raw, layer.stream.what() + ": an entry"));
   if (++total_entries_ > limits_.max_entries) {
     return fail(fmt::format("{}: the layers hold more than {} entries", layer.stream.what(),
                             limits_.max_entries));

@@ -68,12 +68,7 @@ Result<std::filesystem::path> layout_dir(const ImportRequest& request, const Pri
   if (!dir) {
     return fail_errno("cannot open " + (work.path() / "layout").string(), errno);
   }
-  auto unpacked =
-      unpack_layout_tarball(request.source, dir.get(), request.limits.max_total_bytes, stop);
-  if (!unpacked) {
-    return std::unexpected(unpacked.error().with_context(
-        "it is neither a directory nor a readable tar archive of an OCI layout"));
-  }
+  DSEC_TRY(unpack_layout_tarball(request.source, dir.get(), request.limits.max_total_bytes, stop));
   return work.path() / "layout";
 }
 

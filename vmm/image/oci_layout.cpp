@@ -48,9 +48,9 @@ Status collect_manifests(const std::filesystem::path& dir, const std::vector<Des
       if (depth == kMaxIndexDepth) {
         return fail(fmt::format("the layout nests indexes more than {} deep", kMaxIndexDepth));
       }
-      const std::string what = "the index " + entry.short_digest();
-      const std::string text = DSEC_TRY(read_small_blob(dir, entry, what, kMaxDocumentBytes));
-      const auto nested = DSEC_TRY(parse_index(text, what));
+      const std::string text =
+          DSEC_TRY(read_small_blob(dir, entry, "a nested index", kMaxDocumentBytes));
+      const auto nested = DSEC_TRY(parse_index(text, "the index " + entry.short_digest()));
       DSEC_TRY(collect_manifests(dir, nested, entry.ref_name, depth + 1, out));
     }
     // Anything else (an artifact, a signature) is not an image: passed over.
@@ -133,11 +133,11 @@ Result<ChosenImage> OciLayout::choose(std::string_view wanted) const {
   image.manifest = DSEC_TRY(pick(wanted));
   const std::string what = "the manifest " + image.manifest.short_digest();
   const Manifest manifest = DSEC_TRY(parse_manifest(
-      DSEC_TRY(read_small_blob(dir_, image.manifest, what, kMaxDocumentBytes)), what));
-  const std::string config_what = "the image config " + manifest.config.short_digest();
+      DSEC_TRY(read_small_blob(dir_, image.manifest, "the image manifest", kMaxDocumentBytes)),
+      what));
   image.platform = DSEC_TRY(parse_config_platform(
-      DSEC_TRY(read_small_blob(dir_, manifest.config, config_what, kMaxDocumentBytes)),
-      config_what));
+      DSEC_TRY(read_small_blob(dir_, manifest.config, "the image config", kMaxDocumentBytes)),
+      "the image config " + manifest.config.short_digest()));
   if (!image.platform.is_linux_amd64()) {
     return fail(
         fmt::format("the image is for {}; dsec-vmm runs linux/amd64 guests", image.platform.text()),
