@@ -83,7 +83,7 @@ TreeBuilder::TreeBuilder(int root_fd, UnpackLimits limits, bool keep_owners)
   dirs_[""] = DirMeta{};  // the root, 0755, unless a layer says otherwise
 }
 
-Result<LayerStats> TreeBuilder::apply_layer(TarStream& stream, std::stop_token stop) {
+Result<LayerStats> TreeBuilder::apply_layer(TarStream& stream, const std::stop_token& stop) {
   Layer layer{.stream = stream, .stats = {}, .added = {}};
   while (true) {
     if (stop.stop_requested()) {
@@ -104,7 +104,7 @@ Result<LayerStats> TreeBuilder::apply_layer(TarStream& stream, std::stop_token s
   }
 }
 
-Status TreeBuilder::apply_entry(Layer& layer, archive_entry* entry, std::stop_token& stop) {
+Status TreeBuilder::apply_entry(Layer& layer, archive_entry* entry, const std::stop_token& stop) {
   const char* raw = archive_entry_pathname(entry);
   if (raw == nullptr) {
     return fail(layer.stream.what() + ": an entry has no path");
@@ -237,7 +237,7 @@ Status TreeBuilder::apply_entry(Layer& layer, archive_entry* entry, std::stop_to
 
 Status TreeBuilder::write_file(Layer& layer, int parent, const std::string& name,
                                const std::string& path, archive_entry* entry,
-                               std::stop_token& stop) {
+                               const std::stop_token& stop) {
   const int64_t declared = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
   const auto size = static_cast<uint64_t>(std::max<int64_t>(declared, 0));
   if (size > limits_.max_file_bytes) {

@@ -45,7 +45,7 @@ class TreeBuilder {
   TreeBuilder(int root_fd, UnpackLimits limits, bool keep_owners);
 
   // Applies the next layer. `stop` is checked between entries and between blocks of data.
-  Result<LayerStats> apply_layer(TarStream& layer, std::stop_token stop);
+  Result<LayerStats> apply_layer(TarStream& layer, const std::stop_token& stop);
 
   // After the last layer: every directory gets its mode and time (deepest first, so that
   // read-only directories are set last).
@@ -61,11 +61,11 @@ class TreeBuilder {
   };
   struct Layer;  // one layer's progress
 
-  Status apply_entry(Layer& layer, archive_entry* entry, std::stop_token& stop);
+  Status apply_entry(Layer& layer, archive_entry* entry, const std::stop_token& stop);
   Status apply_whiteout(Layer& layer, std::string_view dir, std::string_view name);
   Status remove_from_lower(Layer& layer, const std::string& path);
   Status write_file(Layer& layer, int parent, const std::string& name, const std::string& path,
-                    archive_entry* entry, std::stop_token& stop);
+                    archive_entry* entry, const std::stop_token& stop);
   Status set_metadata(Layer& layer, int fd, const std::string& path, archive_entry* entry);
 
   int root_fd_;

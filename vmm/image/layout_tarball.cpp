@@ -40,7 +40,7 @@ Status make_blob_dirs(int dir_fd) {
 }  // namespace
 
 Status unpack_layout_tarball(const std::filesystem::path& tarball, int dir_fd, uint64_t max_bytes,
-                             std::stop_token stop) {
+                             const std::stop_token& stop) {
   const UniqueFd file(::open(tarball.c_str(), O_RDONLY | O_CLOEXEC));
   if (!file) {
     return fail_errno("cannot open " + tarball.string(), errno);

@@ -17,6 +17,6 @@ namespace dsec::image {
 // Unpacks `tarball` into the directory `dir_fd` (empty, private). Fails if the files it
 // writes would exceed `max_bytes`.
 Status unpack_layout_tarball(const std::filesystem::path& tarball, int dir_fd, uint64_t max_bytes,
-                             std::stop_token stop);
+                             const std::stop_token& stop);
 
 }  // namespace dsec::image

@@ -126,7 +126,7 @@ std::string uuid_from_hex(std::string_view hex) {
 }
 
 Status make_erofs_image(const std::filesystem::path& tree, const std::filesystem::path& image,
-                        const ErofsOptions& options, std::stop_token stop) {
+                        const ErofsOptions& options, const std::stop_token& stop) {
   std::array<int, 2> pipe_fds{};
   if (::pipe2(pipe_fds.data(), O_CLOEXEC) != 0) {
     return fail_errno("pipe2 for mkfs.erofs's output", errno);

@@ -20,7 +20,7 @@ struct ErofsOptions {
 
 // Writes `image` from the directory `tree`. A stop request kills mkfs.erofs.
 Status make_erofs_image(const std::filesystem::path& tree, const std::filesystem::path& image,
-                        const ErofsOptions& options, std::stop_token stop);
+                        const ErofsOptions& options, const std::stop_token& stop);
 
 // The UUID that ErofsOptions wants, made of the first 32 hex digits of `hex`.
 std::string uuid_from_hex(std::string_view hex);

@@ -102,7 +102,7 @@ Result<size_t> BlobReader::read(std::span<uint8_t> out) {
 }
 
 Status BlobReader::finish() {
-  std::array<uint8_t, 64 * 1024> buffer{};
+  std::array<uint8_t, size_t{64} << 10> buffer{};
   while (DSEC_TRY(read(buffer)) > 0) {
   }
   if (bytes_read_ != descriptor_.size) {

@@ -49,7 +49,8 @@ Status check_target(const std::filesystem::path& out, bool replace) {
 // The layout directory to read: the source itself, or the source tarball unpacked into the
 // working directory.
 Result<std::filesystem::path> layout_dir(const ImportRequest& request, const PrivateDir& work,
-                                         const ImportProgress& progress, std::stop_token stop) {
+                                         const ImportProgress& progress,
+                                         const std::stop_token& stop) {
   std::error_code ec;
   const auto status = std::filesystem::status(request.source, ec);
   if (std::filesystem::is_directory(status)) {
@@ -76,7 +77,7 @@ Result<std::filesystem::path> layout_dir(const ImportRequest& request, const Pri
 // blob that is not what its descriptor says is the reason to give.
 Result<LayerStats> apply_layer(TreeBuilder& tree, const std::filesystem::path& layout,
                                const oci::Descriptor& layer, const std::string& what,
-                               std::stop_token stop) {
+                               const std::stop_token& stop) {
   oci::BlobReader blob = DSEC_TRY(oci::BlobReader::open(layout, layer, what));
   auto applied = [&]() -> Result<LayerStats> {
     TarStream stream = DSEC_TRY(TarStream::from_blob(blob));
@@ -146,7 +147,7 @@ Status install_image(const std::filesystem::path& built, const std::filesystem::
 }  // namespace
 
 Result<ImportedImage> import_oci_image(const ImportRequest& request, const ImportProgress& progress,
-                                       std::stop_token stop) {
+                                       const std::stop_token& stop) {
   if (!request.out.empty()) {
     DSEC_TRY(check_target(request.out, request.replace));
   }

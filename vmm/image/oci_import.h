@@ -48,7 +48,7 @@ using ImportProgress = std::function<void(const std::string&)>;
 // A stop request (SIGINT, SIGTERM) ends the import with an "interrupted" error, having
 // removed what it made.
 Result<ImportedImage> import_oci_image(const ImportRequest& request, const ImportProgress& progress,
-                                       std::stop_token stop);
+                                       const std::stop_token& stop);
 
 // The file name an import without `out` gives the image: "<ref>-<12 hex>.erofs", the ref
 // name's last component made safe ("ubuntu:24.04" -> "ubuntu-24.04"), or "<12 hex>.erofs".

@@ -9,6 +9,10 @@
 
 namespace dsec::image {
 
+namespace {
+constexpr size_t kReadBlock = size_t{128} << 10;
+}  // namespace
+
 struct TarStream::State {
   struct ArchiveFree {
     void operator()(archive* a) const { archive_read_free(a); }
@@ -17,7 +21,7 @@ struct TarStream::State {
   std::string what;
   oci::BlobReader* blob = nullptr;
   std::optional<Error> blob_error;
-  std::array<uint8_t, 128 * 1024> buffer{};
+  std::array<uint8_t, kReadBlock> buffer{};
 };
 
 namespace {
@@ -83,7 +87,7 @@ Result<TarStream> TarStream::from_fd(int fd, std::string what) {
   auto state = std::make_unique<State>();
   state->what = std::move(what);
   TarStream stream = DSEC_TRY(open(std::move(state)));
-  if (archive_read_open_fd(stream.get(), fd, 128 * 1024) != ARCHIVE_OK) {
+  if (archive_read_open_fd(stream.get(), fd, kReadBlock) != ARCHIVE_OK) {
     return std::unexpected(stream.error("opening"));
   }
   return stream;
@@ -114,7 +118,7 @@ const std::string& TarStream::what() const {
 }
 
 Status TarStream::write_entry_data(int fd, uint64_t size, const std::string& path,
-                                   std::stop_token& stop) {
+                                   const std::stop_token& stop) {
   while (true) {
     if (stop.stop_requested()) {
       return fail("interrupted");
@@ -142,8 +146,8 @@ Status TarStream::write_entry_data(int fd, uint64_t size, const std::string& pat
 }
 
 Error TarStream::error(const std::string& doing) const {
-  if (state_->blob_error) {
-    return *state_->blob_error;
+  if (const std::optional<Error>& blob_error = state_->blob_error; blob_error.has_value()) {
+    return blob_error.value();
   }
   const char* message = archive_error_string(state_->reader.get());
   return Error(fmt::format("{} {}: {}", doing, state_->what,

@@ -34,7 +34,8 @@ class TarStream {
   // Writes the data of the entry just read into `fd` at its offsets (a sparse entry leaves
   // holes), then sizes the file to `size`, the entry's declared size, beyond which no block
   // may reach. `path` names the entry in messages; `stop` is checked between blocks.
-  Status write_entry_data(int fd, uint64_t size, const std::string& path, std::stop_token& stop);
+  Status write_entry_data(int fd, uint64_t size, const std::string& path,
+                          const std::stop_token& stop);
   // Why the last libarchive call failed: the blob's own error if reading it failed, else
   // libarchive's message, prefixed with `doing`.
   Error error(const std::string& doing) const;
