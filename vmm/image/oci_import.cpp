@@ -126,9 +126,13 @@ Status install_image(const std::filesystem::path& built, const std::filesystem::
       return fail_errno("cannot finish " + built.string(), errno, "is the disk full?");
     }
   }
-  const int rc =
-      replace ? ::rename(built.c_str(), out.c_str())
-              : ::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, out.c_str(), RENAME_NOREPLACE);
+  int rc = replace ? ::rename(built.c_str(), out.c_str())
+                   : ::renameat2(AT_FDCWD, built.c_str(), AT_FDCWD, out.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && errno == EINVAL && !replace) {
+    // A file system without RENAME_NOREPLACE (9p, some NFS): checked just before instead.
+    DSEC_TRY(check_target(out, replace));
+    rc = ::rename(built.c_str(), out.c_str());
+  }
   if (rc != 0) {
     if (errno == EEXIST) {
       return check_target(out, replace);
