@@ -62,6 +62,14 @@ bool is_missing(const Error& error) {
 
 }  // namespace
 
+// An entry of a layer and where it goes: `name` in the directory `parent`.
+struct TreeBuilder::Node {
+  int parent;
+  std::string name;
+  std::string path;  // clean, in the tree
+  archive_entry* entry;
+};
+
 struct TreeBuilder::Layer {
   TarStream& stream;
   LayerStats stats;
@@ -124,14 +132,14 @@ Status TreeBuilder::apply_entry(Layer& layer, archive_entry* entry, const std::s
   newest_mtime_ = std::max<int64_t>(newest_mtime_, mtime.tv_sec);
   const mode_t type = archive_entry_filetype(entry);
   const char* hardlink = archive_entry_hardlink(entry);
-  const mode_t mode = archive_entry_perm(entry) & 07777;
 
   if (path.empty()) {  // "./": the root's own mode and time
     if (type != AE_IFDIR || hardlink != nullptr) {
       return layer.fail_entry(path, "the root of the tree must be a directory");
     }
-    dirs_[""] = DirMeta{.mode = mode, .mtime = mtime};
-    return set_metadata(layer, root_fd_, path, entry);
+    dirs_[""] = DirMeta{.mode = archive_entry_perm(entry) & 07777, .mtime = mtime};
+    return set_metadata(layer, root_fd_,
+                        Node{.parent = -1, .name = "", .path = path, .entry = entry});
   }
 
   std::vector<std::string> created;
@@ -139,90 +147,31 @@ Status TreeBuilder::apply_entry(Layer& layer, archive_entry* entry, const std::s
   for (const std::string& made : created) {
     dirs_[made] = DirMeta{.mode = 0755, .mtime = mtime};
   }
-  const std::string name_text(name);
-
-  // What the layers below left at this path goes, unless both are directories (merged).
-  struct stat existing {};
-  if (::fstatat(parent.get(), name_text.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (!(S_ISDIR(existing.st_mode) && type == AE_IFDIR && hardlink == nullptr)) {
-      DSEC_TRY(remove_tree_at(parent.get(), name_text));
-    }
-  } else if (errno != ENOENT) {
-    return fail_errno(fmt::format("cannot look at /{} of the image", path), errno);
-  }
-
+  const Node node{.parent = parent.get(), .name = std::string(name), .path = path, .entry = entry};
+  DSEC_TRY(clear_the_way(node, type == AE_IFDIR && hardlink == nullptr));
   if (hardlink != nullptr) {
-    // The target is a path of the tree too, resolved inside it like any other.
-    const std::string target = DSEC_TRY(clean_tree_path(
-        hardlink, fmt::format("{}: hard link /{}'s target", layer.stream.what(), path)));
-    const auto target_parts = split_tree_path(target);
-    auto target_dir = open_tree_dir(root_fd_, target_parts.dir, nullptr);
-    const std::string target_name(target_parts.name);
-    struct stat st {};
-    if (!target_dir || target_name.empty() ||
-        ::fstatat(target_dir->get(), target_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        S_ISDIR(st.st_mode)) {
-      return layer.fail_entry(path, fmt::format("a hard link to /{}, which is not a file of the "
-                                                "image (so far)",
-                                                target));
-    }
-    if (::linkat(target_dir->get(), target_name.c_str(), parent.get(), name_text.c_str(), 0) != 0) {
-      return fail_errno(fmt::format("cannot link /{} to /{} in the image", path, target), errno);
-    }
-    return ok();
+    return make_hard_link(layer, node, hardlink);
   }
-
   switch (type) {
     case AE_IFREG:
-      return write_file(layer, parent.get(), name_text, path, entry, stop);
-    case AE_IFDIR: {
-      if (::mkdirat(parent.get(), name_text.c_str(), 0700) != 0 && errno != EEXIST) {
-        return fail_errno(fmt::format("cannot create directory /{} of the image", path), errno);
-      }
-      const UniqueFd fd(::openat(parent.get(), name_text.c_str(),
-                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!fd) {
-        return fail_errno(fmt::format("cannot open directory /{} of the image", path), errno);
-      }
-      dirs_[path] = DirMeta{.mode = mode, .mtime = mtime};
-      return set_metadata(layer, fd.get(), path, entry);
-    }
+      return write_file(layer, node, stop);
+    case AE_IFDIR:
+      return make_directory(layer, node);
     case AE_IFLNK: {
       const char* target = archive_entry_symlink(entry);
       if (target == nullptr || *target == '\0') {
         return layer.fail_entry(path, "a symlink without a target");
       }
-      if (::symlinkat(target, parent.get(), name_text.c_str()) != 0) {
+      if (::symlinkat(target, node.parent, node.name.c_str()) != 0) {
         return fail_errno(fmt::format("cannot create symlink /{} of the image", path), errno);
       }
-      if (keep_owners_ &&
-          ::fchownat(parent.get(), name_text.c_str(), static_cast<uid_t>(archive_entry_uid(entry)),
-                     static_cast<gid_t>(archive_entry_gid(entry)), AT_SYMLINK_NOFOLLOW) != 0) {
-        return fail_errno(fmt::format("cannot chown symlink /{} of the image", path), errno);
-      }
-      const std::array<timespec, 2> times{mtime, mtime};
-      if (::utimensat(parent.get(), name_text.c_str(), times.data(), AT_SYMLINK_NOFOLLOW) != 0) {
-        return fail_errno(fmt::format("cannot set the time of symlink /{}", path), errno);
-      }
-      layer.stats.skipped_xattrs += static_cast<uint64_t>(archive_entry_xattr_count(entry));
-      return ok();
+      return set_metadata_at(layer, node, false);
     }
-    case AE_IFIFO: {
-      if (::mknodat(parent.get(), name_text.c_str(), S_IFIFO | 0600, 0) != 0) {
+    case AE_IFIFO:
+      if (::mknodat(node.parent, node.name.c_str(), S_IFIFO | 0600, 0) != 0) {
         return fail_errno(fmt::format("cannot create FIFO /{} of the image", path), errno);
       }
-      // Opening a FIFO for its metadata would block: by name, the one just made.
-      const std::array<timespec, 2> times{mtime, mtime};
-      if ((keep_owners_ &&
-           ::fchownat(parent.get(), name_text.c_str(), static_cast<uid_t>(archive_entry_uid(entry)),
-                      static_cast<gid_t>(archive_entry_gid(entry)), AT_SYMLINK_NOFOLLOW) != 0) ||
-          ::fchmodat(parent.get(), name_text.c_str(), mode, 0) != 0 ||
-          ::utimensat(parent.get(), name_text.c_str(), times.data(), AT_SYMLINK_NOFOLLOW) != 0) {
-        return fail_errno(fmt::format("cannot set up FIFO /{} of the image", path), errno);
-      }
-      layer.stats.skipped_xattrs += static_cast<uint64_t>(archive_entry_xattr_count(entry));
-      return ok();
-    }
+      return set_metadata_at(layer, node, true);
     case AE_IFCHR:
     case AE_IFBLK:
     case AE_IFSOCK:
@@ -235,48 +184,91 @@ Status TreeBuilder::apply_entry(Layer& layer, archive_entry* entry, const std::s
   }
 }
 
-Status TreeBuilder::write_file(Layer& layer, int parent, const std::string& name,
-                               const std::string& path, archive_entry* entry,
-                               const std::stop_token& stop) {
-  const int64_t declared = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
-  const auto size = static_cast<uint64_t>(std::max<int64_t>(declared, 0));
-  if (size > limits_.max_file_bytes) {
-    return layer.fail_entry(path, fmt::format("a file of {} bytes, more than the {} a file may "
-                                              "hold",
-                                              size, limits_.max_file_bytes));
+// What the layers below left at the node's path goes, unless both are directories (merged).
+Status TreeBuilder::clear_the_way(const Node& node, bool is_directory) {
+  struct stat existing {};
+  if (::fstatat(node.parent, node.name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0) {
+    return errno == ENOENT
+               ? ok()
+               : fail_errno(fmt::format("cannot look at /{} of the image", node.path), errno);
   }
-  if (total_bytes_ + size > limits_.max_total_bytes) {
+  if (S_ISDIR(existing.st_mode) && is_directory) {
+    return ok();
+  }
+  return remove_tree_at(node.parent, node.name);
+}
+
+// The target is a path of the tree too, resolved inside it like any other, and must be a
+// file already there.
+Status TreeBuilder::make_hard_link(Layer& layer, const Node& node, const char* raw_target) {
+  const std::string target = DSEC_TRY(clean_tree_path(
+      raw_target, fmt::format("{}: hard link /{}'s target", layer.stream.what(), node.path)));
+  const auto parts = split_tree_path(target);
+  auto target_dir = open_tree_dir(root_fd_, parts.dir, nullptr);
+  const std::string target_name(parts.name);
+  struct stat st {};
+  if (!target_dir || target_name.empty() ||
+      ::fstatat(target_dir->get(), target_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+      S_ISDIR(st.st_mode)) {
     return layer.fail_entry(
-        path, fmt::format("the layers hold more than {} bytes of files", limits_.max_total_bytes));
+        node.path,
+        fmt::format("a hard link to /{}, which is not a file of the image (so far)", target));
   }
-  const UniqueFd fd(
-      ::openat(parent, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd) {
-    return fail_errno(fmt::format("cannot create /{} of the image", path), errno);
-  }
-  DSEC_TRY(layer.stream.write_entry_data(fd.get(), size, "/" + path, stop));
-  total_bytes_ += size;
-  layer.stats.bytes += size;
-  DSEC_TRY(set_metadata(layer, fd.get(), path, entry));
-  const timespec mtime = entry_mtime(entry);
-  const std::array<timespec, 2> times{mtime, mtime};
-  if (::futimens(fd.get(), times.data()) != 0) {
-    return fail_errno(fmt::format("cannot set the time of /{}", path), errno);
+  if (::linkat(target_dir->get(), target_name.c_str(), node.parent, node.name.c_str(), 0) != 0) {
+    return fail_errno(fmt::format("cannot link /{} to /{} in the image", node.path, target), errno);
   }
   return ok();
 }
 
-// Owner, then mode (a chown clears set-user-ID and set-group-ID bits), then extended
-// attributes. Directories get their mode in finish(), after their contents.
-Status TreeBuilder::set_metadata(Layer& layer, int fd, const std::string& path,
-                                 archive_entry* entry) {
+Status TreeBuilder::make_directory(Layer& layer, const Node& node) {
+  if (::mkdirat(node.parent, node.name.c_str(), 0700) != 0 && errno != EEXIST) {
+    return fail_errno(fmt::format("cannot create directory /{} of the image", node.path), errno);
+  }
+  const UniqueFd fd(
+      ::openat(node.parent, node.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    return fail_errno(fmt::format("cannot open directory /{} of the image", node.path), errno);
+  }
+  dirs_[node.path] =
+      DirMeta{.mode = archive_entry_perm(node.entry) & 07777, .mtime = entry_mtime(node.entry)};
+  return set_metadata(layer, fd.get(), node);
+}
+
+Status TreeBuilder::write_file(Layer& layer, const Node& node, const std::stop_token& stop) {
+  const int64_t declared =
+      archive_entry_size_is_set(node.entry) ? archive_entry_size(node.entry) : 0;
+  const auto size = static_cast<uint64_t>(std::max<int64_t>(declared, 0));
+  if (size > limits_.max_file_bytes) {
+    return layer.fail_entry(node.path, fmt::format("a file of {} bytes, more than the {} a file "
+                                                   "may hold",
+                                                   size, limits_.max_file_bytes));
+  }
+  if (total_bytes_ + size > limits_.max_total_bytes) {
+    return layer.fail_entry(node.path, fmt::format("the layers hold more than {} bytes of files",
+                                                   limits_.max_total_bytes));
+  }
+  const UniqueFd fd(::openat(node.parent, node.name.c_str(),
+                             O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) {
+    return fail_errno(fmt::format("cannot create /{} of the image", node.path), errno);
+  }
+  DSEC_TRY(layer.stream.write_entry_data(fd.get(), size, "/" + node.path, stop));
+  total_bytes_ += size;
+  layer.stats.bytes += size;
+  return set_metadata(layer, fd.get(), node);
+}
+
+// Owner, then mode (a chown clears set-user-ID and set-group-ID bits), extended attributes
+// and time. A directory gets its mode and time in finish(), after its contents.
+Status TreeBuilder::set_metadata(Layer& layer, int fd, const Node& node) {
+  archive_entry* entry = node.entry;
+  const bool directory = archive_entry_filetype(entry) == AE_IFDIR;
   if (keep_owners_ && ::fchown(fd, static_cast<uid_t>(archive_entry_uid(entry)),
                                static_cast<gid_t>(archive_entry_gid(entry))) != 0) {
-    return fail_errno(fmt::format("cannot chown /{} of the image", path), errno);
+    return fail_errno(fmt::format("cannot chown /{} of the image", node.path), errno);
   }
-  if (archive_entry_filetype(entry) != AE_IFDIR &&
-      ::fchmod(fd, archive_entry_perm(entry) & 07777) != 0) {
-    return fail_errno(fmt::format("cannot chmod /{} of the image", path), errno);
+  if (!directory && ::fchmod(fd, archive_entry_perm(entry) & 07777) != 0) {
+    return fail_errno(fmt::format("cannot chmod /{} of the image", node.path), errno);
   }
   archive_entry_xattr_reset(entry);
   const char* name = nullptr;
@@ -288,6 +280,30 @@ Status TreeBuilder::set_metadata(Layer& layer, int fd, const std::string& path,
       ++layer.stats.skipped_xattrs;
     }
   }
+  const timespec mtime = entry_mtime(entry);
+  const std::array<timespec, 2> times{mtime, mtime};
+  if (!directory && ::futimens(fd, times.data()) != 0) {
+    return fail_errno(fmt::format("cannot set the time of /{}", node.path), errno);
+  }
+  return ok();
+}
+
+// The same, by name, for what cannot be opened for it: a symlink (its mode is always 0777),
+// a FIFO (opening it would block). Their extended attributes are not kept.
+Status TreeBuilder::set_metadata_at(Layer& layer, const Node& node, bool with_mode) {
+  archive_entry* entry = node.entry;
+  const timespec mtime = entry_mtime(entry);
+  const std::array<timespec, 2> times{mtime, mtime};
+  if ((keep_owners_ &&
+       ::fchownat(node.parent, node.name.c_str(), static_cast<uid_t>(archive_entry_uid(entry)),
+                  static_cast<gid_t>(archive_entry_gid(entry)), AT_SYMLINK_NOFOLLOW) != 0) ||
+      (with_mode &&
+       ::fchmodat(node.parent, node.name.c_str(), archive_entry_perm(entry) & 07777, 0) != 0) ||
+      ::utimensat(node.parent, node.name.c_str(), times.data(), AT_SYMLINK_NOFOLLOW) != 0) {
+    return fail_errno(
+        fmt::format("cannot set the owner, mode or time of /{} of the image", node.path), errno);
+  }
+  layer.stats.skipped_xattrs += static_cast<uint64_t>(archive_entry_xattr_count(entry));
   return ok();
 }
 

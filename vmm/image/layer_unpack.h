@@ -60,13 +60,17 @@ class TreeBuilder {
     timespec mtime{};
   };
   struct Layer;  // one layer's progress
+  struct Node;   // an entry and where it goes
 
   Status apply_entry(Layer& layer, archive_entry* entry, const std::stop_token& stop);
+  Status clear_the_way(const Node& node, bool is_directory);
+  Status make_hard_link(Layer& layer, const Node& node, const char* raw_target);
+  Status make_directory(Layer& layer, const Node& node);
+  Status write_file(Layer& layer, const Node& node, const std::stop_token& stop);
+  Status set_metadata(Layer& layer, int fd, const Node& node);
+  Status set_metadata_at(Layer& layer, const Node& node, bool with_mode);
   Status apply_whiteout(Layer& layer, std::string_view dir, std::string_view name);
   Status remove_from_lower(Layer& layer, const std::string& path);
-  Status write_file(Layer& layer, int parent, const std::string& name, const std::string& path,
-                    archive_entry* entry, const std::stop_token& stop);
-  Status set_metadata(Layer& layer, int fd, const std::string& path, archive_entry* entry);
 
   int root_fd_;
   UnpackLimits limits_;
