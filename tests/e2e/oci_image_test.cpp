@@ -31,10 +31,11 @@ TEST(OciImage, AnImportedLayoutBootsWithoutTheFileItsUpperLayerDeleted) {
   // The lower layer: a shell and a few tools, and /etc with two files.
   TarBuilder lower;
   lower.dir("bin").file("bin/busybox", busybox, 0755);
-  for (const char* tool : {"sh", "cat", "ls", "test"}) {
+  for (const char* tool : {"sh", "cat", "ls", "test", "stat"}) {
     lower.symlink(std::string("bin/") + tool, "busybox");
   }
   lower.dir("etc").file("etc/greeting", "hello from the lower layer\n").file("etc/doomed", "x\n");
+  lower.file("bin/setuid", "#!/bin/sh\n", 04755);
   // The upper layer (gzip) deletes etc/doomed and adds etc/added.
   TarBuilder upper;
   upper.dir("etc").whiteout("etc", "doomed").file("etc/added", "from the upper layer\n");
@@ -56,6 +57,9 @@ TEST(OciImage, AnImportedLayoutBootsWithoutTheFileItsUpperLayerDeleted) {
                              "if test -e /etc/doomed; then echo doomed is there; fi");
   EXPECT_TRUE(etc.ok()) << etc.out << vm.describe();
   EXPECT_EQ(etc.out, "hello from the lower layer\nfrom the upper layer\nadded\ngreeting\n");
+  // Modes come through whole, set-user-ID bit included.
+  const ShellOutput modes = sh(vm, "stat -c '%a %n' /bin/setuid /etc/greeting");
+  EXPECT_EQ(modes.out, "4755 /bin/setuid\n644 /etc/greeting\n");
   // The root is the image under the private overlay, as for images/build-rootfs's.
   const ShellOutput mounts = sh(vm, "cat /proc/mounts");
   EXPECT_THAT(mounts.out, HasSubstr("overlay / overlay"));

@@ -36,7 +36,9 @@ class LayerUnpack : public ::testing::Test {
     make_builder({});
   }
 
-  void make_builder(image::UnpackLimits limits) { builder_.emplace(root_fd_.get(), limits, true); }
+  void make_builder(image::UnpackLimits limits, bool keep_owners = true) {
+    builder_.emplace(root_fd_.get(), limits, keep_owners);
+  }
 
   Result<image::LayerStats> apply(const TarBuilder& layer,
                                   Compression compression = Compression::kNone) {
@@ -178,6 +180,16 @@ TEST_F(LayerUnpack, DirectoriesGetTheirModesAfterTheirContentsAndMissingOnesAreO
   EXPECT_EQ(fs::status(root() / "ro").permissions(), fs::perms(0555));
   EXPECT_EQ(text("ro/g"), "g");
   EXPECT_EQ(fs::status(root()).permissions(), fs::perms(0755));
+}
+
+TEST_F(LayerUnpack, WithoutOwnersEachEntryKeepsWhatItsOwnerNeedsToReadIt) {
+  make_builder({}, false);  // as an importer without root: mkfs.erofs reads the tree as owner
+  ASSERT_TRUE(
+      apply(TarBuilder().dir("locked", 0).file("locked/secret", "s", 0).file("x", "x", 0111)));
+  ASSERT_TRUE(builder_->finish());
+  EXPECT_EQ(fs::status(root() / "locked").permissions(), fs::perms(0500));
+  EXPECT_EQ(fs::status(root() / "locked/secret").permissions(), fs::perms(0400));
+  EXPECT_EQ(fs::status(root() / "x").permissions(), fs::perms(0511));
 }
 
 TEST_F(LayerUnpack, APathOutOfTheTreeIsRefused) {

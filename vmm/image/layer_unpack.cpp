@@ -86,6 +86,17 @@ struct TreeBuilder::Layer {
   }
 };
 
+// The entry's permission bits. Without root the tree's files are the importer's own, and
+// mkfs.erofs reads them as such: each keeps what its owner needs for that (read, and search
+// for a directory).
+mode_t TreeBuilder::mode_of(archive_entry* entry) const {
+  const mode_t mode = archive_entry_perm(entry) & 07777;
+  if (keep_owners_) {
+    return mode;
+  }
+  return mode | (archive_entry_filetype(entry) == AE_IFDIR ? S_IRUSR | S_IXUSR : S_IRUSR);
+}
+
 TreeBuilder::TreeBuilder(int root_fd, UnpackLimits limits, bool keep_owners)
     : root_fd_(root_fd), limits_(limits), keep_owners_(keep_owners) {
   dirs_[""] = DirMeta{};  // the root, 0755, unless a layer says otherwise
@@ -137,7 +148,7 @@ Status TreeBuilder::apply_entry(Layer& layer, archive_entry* entry, const std::s
     if (type != AE_IFDIR || hardlink != nullptr) {
       return layer.fail_entry(path, "the root of the tree must be a directory");
     }
-    dirs_[""] = DirMeta{.mode = archive_entry_perm(entry) & 07777, .mtime = mtime};
+    dirs_[""] = DirMeta{.mode = mode_of(entry), .mtime = mtime};
     return set_metadata(layer, root_fd_,
                         Node{.parent = -1, .name = "", .path = path, .entry = entry});
   }
@@ -229,8 +240,7 @@ Status TreeBuilder::make_directory(Layer& layer, const Node& node) {
   if (!fd) {
     return fail_errno(fmt::format("cannot open directory /{} of the image", node.path), errno);
   }
-  dirs_[node.path] =
-      DirMeta{.mode = archive_entry_perm(node.entry) & 07777, .mtime = entry_mtime(node.entry)};
+  dirs_[node.path] = DirMeta{.mode = mode_of(node.entry), .mtime = entry_mtime(node.entry)};
   return set_metadata(layer, fd.get(), node);
 }
 
@@ -267,7 +277,7 @@ Status TreeBuilder::set_metadata(Layer& layer, int fd, const Node& node) {
                                static_cast<gid_t>(archive_entry_gid(entry))) != 0) {
     return fail_errno(fmt::format("cannot chown /{} of the image", node.path), errno);
   }
-  if (!directory && ::fchmod(fd, archive_entry_perm(entry) & 07777) != 0) {
+  if (!directory && ::fchmod(fd, mode_of(entry)) != 0) {
     return fail_errno(fmt::format("cannot chmod /{} of the image", node.path), errno);
   }
   archive_entry_xattr_reset(entry);
@@ -297,8 +307,7 @@ Status TreeBuilder::set_metadata_at(Layer& layer, const Node& node, bool with_mo
   if ((keep_owners_ &&
        ::fchownat(node.parent, node.name.c_str(), static_cast<uid_t>(archive_entry_uid(entry)),
                   static_cast<gid_t>(archive_entry_gid(entry)), AT_SYMLINK_NOFOLLOW) != 0) ||
-      (with_mode &&
-       ::fchmodat(node.parent, node.name.c_str(), archive_entry_perm(entry) & 07777, 0) != 0) ||
+      (with_mode && ::fchmodat(node.parent, node.name.c_str(), mode_of(entry), 0) != 0) ||
       ::utimensat(node.parent, node.name.c_str(), times.data(), AT_SYMLINK_NOFOLLOW) != 0) {
     return fail_errno(
         fmt::format("cannot set the owner, mode or time of /{} of the image", node.path), errno);

@@ -41,7 +41,8 @@ struct LayerStats {
 class TreeBuilder {
  public:
   // `root_fd`: the tree's root directory, open (it must outlive the builder). `keep_owners`:
-  // give entries the archive's uid and gid (needs root); else they stay the importer's.
+  // give entries the archive's uid and gid (needs root); else they stay the importer's, and
+  // keep their owner's read permission (and search, for a directory) for mkfs.erofs.
   TreeBuilder(int root_fd, UnpackLimits limits, bool keep_owners);
 
   // Applies the next layer. `stop` is checked between entries and between blocks of data.
@@ -62,6 +63,7 @@ class TreeBuilder {
   struct Layer;  // one layer's progress
   struct Node;   // an entry and where it goes
 
+  mode_t mode_of(archive_entry* entry) const;
   Status apply_entry(Layer& layer, archive_entry* entry, const std::stop_token& stop);
   Status clear_the_way(const Node& node, bool is_directory);
   Status make_hard_link(Layer& layer, const Node& node, const char* raw_target);
