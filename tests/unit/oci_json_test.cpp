@@ -38,7 +38,8 @@ TEST(OciJson, AnIndexListsItsManifestsWithPlatformsAndRefNames) {
                  R"("annotations":{"org.opencontainers.image.ref.name":"app:1"})") +
       "," +
       descriptor(std::string(oci::kOciManifest), "sha256:" + std::string(64, 'b'),
-                 R"(,"annotations":{"io.containerd.image.name":"docker.io/library/app:2"})") +
+                 R"(,"annotations":{"org.opencontainers.image.ref.name":"2",)"
+                 R"("io.containerd.image.name":"docker.io/library/app:2"})") +
       "]}";
   auto index = oci::parse_index(text, "index.json");
   ASSERT_TRUE(index) << index.error().message();

@@ -65,7 +65,8 @@ Result<Descriptor> parse_descriptor(const json& value, const std::string& what) 
     descriptor.platform = DSEC_TRY(parse_platform(*platform, "the platform of " + what));
   }
   if (const auto annotations = DSEC_TRY(object.optional_object("annotations"))) {
-    for (const char* key : {"org.opencontainers.image.ref.name", "io.containerd.image.name"}) {
+    // docker save puts the whole name in the second, and only the tag in the first.
+    for (const char* key : {"io.containerd.image.name", "org.opencontainers.image.ref.name"}) {
       const auto it = annotations->find(key);
       if (it != annotations->end() && it->is_string() && descriptor.ref_name.empty()) {
         descriptor.ref_name = it->get<std::string>();

@@ -45,7 +45,7 @@ struct Descriptor {
   std::string digest;  // "sha256:" and 64 lowercase hex digits (the only algorithm read)
   uint64_t size = 0;
   std::optional<Platform> platform;  // in an index only
-  // org.opencontainers.image.ref.name, else io.containerd.image.name (docker save's), if any.
+  // io.containerd.image.name (docker save's), else org.opencontainers.image.ref.name, if any.
   std::string ref_name;
 
   // The digest's hex part, e.g. for blobs/sha256/<hex>.
