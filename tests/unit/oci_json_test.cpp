@@ -35,7 +35,7 @@ TEST(OciJson, AnIndexListsItsManifestsWithPlatformsAndRefNames) {
       R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[)" +
       descriptor(std::string(oci::kOciManifest), kDigest,
                  R"(,"platform":{"os":"linux","architecture":"arm","variant":"v7"},)"
-                 R"("annotations":{"org.opencontainers.image.ref.name":"app:1"})") +
+                 R"("annotations":{"org.opencontainers.image.ref.name":"app:1\u001b[2J"})") +
       "," +
       descriptor(std::string(oci::kOciManifest), "sha256:" + std::string(64, 'b'),
                  R"(,"annotations":{"org.opencontainers.image.ref.name":"2",)"
@@ -45,7 +45,7 @@ TEST(OciJson, AnIndexListsItsManifestsWithPlatformsAndRefNames) {
   ASSERT_TRUE(index) << index.error().message();
   ASSERT_EQ(index->size(), 2u);
   EXPECT_EQ((*index)[0].platform->text(), "linux/arm/v7");
-  EXPECT_EQ((*index)[0].ref_name, "app:1");
+  EXPECT_EQ((*index)[0].ref_name, "app:1?[2J");  // printed: no escape sequences
   EXPECT_EQ((*index)[0].size, 12u);
   EXPECT_FALSE((*index)[1].platform);
   EXPECT_EQ((*index)[1].ref_name, "docker.io/library/app:2");

@@ -70,6 +70,10 @@ Result<Descriptor> parse_descriptor(const json& value, const std::string& what) 
       const auto it = annotations->find(key);
       if (it != annotations->end() && it->is_string() && descriptor.ref_name.empty()) {
         descriptor.ref_name = it->get<std::string>();
+        // It is printed: no control characters (a terminal's escape sequences) from outside.
+        std::ranges::replace_if(
+            descriptor.ref_name,
+            [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }, '?');
       }
     }
   }
