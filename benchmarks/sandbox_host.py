@@ -30,6 +30,8 @@ def setup_problem(vmm, probe, image=DEFAULT_IMAGE):
             return f"{f} is missing: run tools/build and images/build-image"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return f"no usable /dev/kvm: {TESTBED_HINT}"
+    if Path("/sys/module/kvm_pvm").is_dir():
+        return f"/dev/kvm here is PVM (kvm_pvm), which boots no ordinary guest kernel: {TESTBED_HINT}"
     return None
 
 
