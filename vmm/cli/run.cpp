@@ -16,7 +16,7 @@ namespace {
 
 struct RunOptions {
   VmOptions vm;
-  std::string console;  // file for the serial output; empty: stdout
+  ConsoleOptions console;
   std::string metrics_file;
   std::string profile_guest;  // empty: no profile
   uint32_t profile_interval_us = 1000;
@@ -31,15 +31,11 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   }
   config->guest_profile_path = options.profile_guest;
   config->guest_profile_interval = std::chrono::microseconds(options.profile_interval_us);
-  auto console = open_console(options.console);
+  auto console = open_console(options.console, *config, true);
   if (!console) {
     (void)std::fprintf(stderr, "dsec-vmm run: %s\n", console.error().message().c_str());
     return 1;
   }
-  if (*console) {
-    config->console_output_fd = console->get();
-  }
-  config->console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
   return serve_vm([&] { return machine::Machine::create(*config); },
                   {.command = "run",
                    .metrics_file = options.metrics_file,
@@ -65,7 +61,7 @@ void add_run_command(CLI::App& app, CommandAction& action,
       "virtio device (its queues' indices, vsock's streams and credit), for a look at a VM "
       "that seems stuck.");
   add_vm_options(*run, options->vm);
-  run->add_option("--console", options->console, "Write the guest's console to this file");
+  add_console_options(*run, options->console);
   run->add_option("--metrics-file", options->metrics_file,
                   "Write boot figures (JSON) here when the VM ends");
   run->add_option("--profile-guest", options->profile_guest,
