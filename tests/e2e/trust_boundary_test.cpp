@@ -100,8 +100,8 @@ TEST(TrustBoundary, AGuestFloodingItsConsoleFor60sKeepsTheVmmsMemoryAndItsOtherV
   if (default_image().kernel.empty()) return;
   const WarmImage& image = shared_warm_image({"--vcpus", "2", "--memory", "256"});
   ASSERT_TRUE(image.failure.empty()) << image.failure;
-  // The console file stops at 1 MiB: the flood goes past it.
-  const auto clone = Sandbox::restore(image.dir, {"--console-limit", "1"});
+  // The console file stops at 256 KiB: the flood goes past it.
+  const auto clone = Sandbox::restore(image.dir, {"--console-limit", "256KiB"});
   Sandbox& vm = *clone;
   std::string why;
   ASSERT_TRUE(vm.wait_ready(kReadyDeadline, why)) << why;
@@ -146,9 +146,9 @@ TEST(TrustBoundary, AGuestFloodingItsConsoleFor60sKeepsTheVmmsMemoryAndItsOtherV
   const uint64_t rss_after = vmm_rss_kib(vm.pid(), 128);
   EXPECT_LE(rss_after, rss_before + 1024)
       << "before " << rss_before << " KiB, after " << rss_after << " KiB";
-  EXPECT_EQ(std::filesystem::file_size(console), uint64_t{1} << 20);
+  EXPECT_EQ(std::filesystem::file_size(console), 256U << 10);
   EXPECT_THAT(file_text(vm.dir() / "vmm.log"),
-              HasSubstr("console: the guest's console output reached its limit of 1048576 bytes"));
+              HasSubstr("console: the guest's console output reached its limit of 262144 bytes"));
 }
 
 TEST(TrustBoundary, AConsoleNobodyReadsDoesNotHangTheVm) {

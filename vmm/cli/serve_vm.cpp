@@ -60,11 +60,12 @@ void add_console_options(CLI::App& command, ConsoleOptions& options) {
   command.add_option("--console", options.path,
                      "Write the guest's console to this file instead of stdout");
   command
-      .add_option("--console-limit", options.limit_mib,
-                  "MiB of console output written to the --console file, after which the rest "
+      .add_option("--console-limit", options.limit,
+                  "How much console output the --console file takes (bytes, or with a unit: "
+                  "256KiB, 64MiB, 1GiB; kB and MB are powers of 1000), after which the rest "
                   "is dropped (logged once); 0: no limit")
-      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
-      ->capture_default_str();
+      ->transform(CLI::AsSizeValue(true))
+      ->default_str("64MiB");
 }
 
 Result<UniqueFd> open_console(const ConsoleOptions& options, machine::MachineConfig& config,
@@ -79,7 +80,7 @@ Result<UniqueFd> open_console(const ConsoleOptions& options, machine::MachineCon
     return fail_errno("cannot open --console " + options.path, errno, "check the directory exists");
   }
   config.console_output_fd = fd.get();
-  config.console_output_limit = options.limit_mib << 20;
+  config.console_output_limit = options.limit;
   return fd;
 }
 

@@ -37,9 +37,9 @@ struct ServeOptions {
 
 // --console and --console-limit (run, warm, restore, serve).
 struct ConsoleOptions {
-  static constexpr uint64_t kDefaultLimitMib = 64;
-  std::string path;  // empty: the console stays on stdout
-  uint64_t limit_mib = kDefaultLimitMib;
+  static constexpr uint64_t kDefaultLimit = uint64_t{64} << 20;
+  std::string path;                // empty: the console stays on stdout
+  uint64_t limit = kDefaultLimit;  // bytes; 0: none
 };
 void add_console_options(CLI::App& command, ConsoleOptions& options);
 
