@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "vmm/agent/frame_io.h"
@@ -96,6 +97,28 @@ class Stream {
       left = left.subspan(static_cast<size_t>(n));
     }
     return ok();
+  }
+
+  // A whole frame the guest sent already, without waiting for one; nullopt if there is none
+  // (or the stream broke).
+  std::optional<Frame> received_already() {
+    while (true) {
+      Result<std::optional<Frame>> frame = reader_.buffered();
+      if (!frame) {
+        return std::nullopt;
+      }
+      if (std::optional<Frame>& whole = *frame; whole.has_value()) {
+        return std::move(whole);
+      }
+      pollfd ready{.fd = fd_.get(), .events = POLLIN, .revents = 0};
+      if (::poll(&ready, 1, 0) <= 0) {
+        return std::nullopt;
+      }
+      auto more = reader_.fill();
+      if (!more || !*more) {
+        return std::nullopt;
+      }
+    }
   }
 
   // The next frame, whole within the timeout. An Error, naming `during`, when the agent
@@ -305,10 +328,10 @@ Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& 
   Stream stream(DSEC_TRY(connector_()), answer_timeout_);
   const uint32_t id = next_id_++;
   // The agent refuses a file (no such directory, say) by answering at once and closing, so
-  // a send may fail: its answer, when there is one, says why.
+  // a send may fail: its answer, when it is there, says why.
   const auto send_or_answer = [&](MessageType type, std::span<const uint8_t> payload) -> Status {
     if (auto s = stream.send(type, id, payload, stalled); !s) {
-      if (auto f = stream.receive(kDuring, stalled)) {
+      if (auto f = stream.received_already()) {
         return unexpected_frame(*f, kDuring);
       }
       return s;
