@@ -72,7 +72,8 @@ class LyingGuest : public ::testing::Test {
 
   // A client whose every connection is served by the next of `behaviours` (the last one
   // again once they run out).
-  AgentClient client(std::vector<Behaviour> behaviours) {
+  AgentClient client(std::vector<Behaviour> behaviours,
+                     std::chrono::milliseconds answer_timeout = kAnswerTimeout) {
     behaviours_ = std::move(behaviours);
     return AgentClient(
         [this]() -> Result<UniqueFd> {
@@ -87,7 +88,7 @@ class LyingGuest : public ::testing::Test {
               [fd = UniqueFd(sv[1]), behaviour]() mutable { behaviour(fd.get()); });
           return UniqueFd(sv[0]);
         },
-        kAnswerTimeout);
+        answer_timeout);
   }
 
   size_t connections() {
@@ -250,9 +251,11 @@ Behaviour answer_health() {
 }
 
 TEST_F(LyingGuest, AnExecQuietLongerThanTheAnswerTimeoutGoesOnWhileTheAgentAnswersHealthChecks) {
-  // The command is silent for several answer timeouts; each time the client asks the agent
-  // on a fresh connection, which answers.
-  auto c = client({exec_reply_after(4 * kAnswerTimeout), answer_health()});
+  // The command is silent for over two answer timeouts; each time the client asks the agent
+  // on a fresh connection, which answers (within a timeout long enough for a loaded machine
+  // to schedule the fake agent).
+  constexpr auto kTimeout = 1s;
+  auto c = client({exec_reply_after(2500ms), answer_health()}, kTimeout);
   auto status = c.exec(
       {{"sleep", "1"}, {}, "", 0, false}, [](auto) { return ok(); }, [](auto) { return ok(); });
   ASSERT_TRUE(status.has_value()) << status.error().message();

@@ -612,11 +612,13 @@ TEST_P(VirtioVsockTest, ResetsOwedBeyondkMaxPendingResetsAreDropped) {
     send(to_host(vsock::kOpRw, 20000 + i, 80), "x");
   }
   std::vector<uint32_t> reset_ports;
-  while (auto rst = receive(500ms)) {
+  while (reset_ports.size() < kRxBuffers + vsock::Muxer::kMaxPendingResets) {
+    auto rst = receive();
+    ASSERT_TRUE(rst.has_value()) << "only " << reset_ports.size() << " RSTs";
     EXPECT_EQ(rst->header.op, vsock::kOpRst);
     reset_ports.push_back(rst->header.dst_port);
   }
-  ASSERT_EQ(reset_ports.size(), kRxBuffers + vsock::Muxer::kMaxPendingResets);
+  EXPECT_FALSE(receive(500ms).has_value()) << "a RST beyond the most owed";
   for (uint32_t i = 0; i < reset_ports.size(); ++i) {
     EXPECT_EQ(reset_ports[i], 20000 + i);  // the oldest owed, in order; the last ones dropped
   }
@@ -663,7 +665,6 @@ TEST_P(VirtioVsockTest, StreamsHoldAtMostkMaxBufferedForHostsForHostsThatDoNotRe
   }
   ASSERT_FALSE(reset.empty()) << streams << " streams of " << kGuestBufAlloc
                               << " bytes each and no reset";
-  EXPECT_EQ(*reset.begin(), 10000 + streams - 1) << "the stream that went past the cap";
   EXPECT_GT(device_->buffered_for_hosts(), vsock::Muxer::kMaxBufferedForHosts / 2);
   // The streams before it lost nothing: the first host reads all its stream sent.
   EXPECT_EQ(hosts.front().read_exact(kGuestBufAlloc), std::string(kGuestBufAlloc, 'd'));
