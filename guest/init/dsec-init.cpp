@@ -2,16 +2,18 @@
 //
 // 1. Mounts /dev (devtmpfs), /dev/pts, /dev/shm, /proc, /sys and /tmp.
 // 2. Tells the VMM that userspace is up through the boot-timer port (boot_timer.h).
-// 3. Prints one banner line to the console:
+// 3. With dsec.root=DEV on the command line, switches root to a sandbox image mounted under
+//    a private overlay (image_root.h); what follows then runs there.
+// 4. Prints one banner line to the console:
 //      dsec-init: cpus=<online CPUs> memtotal_kib=<MemTotal> cmdline=<kernel command line>
-// 4. Runs what the kernel command line asks for:
+// 5. Runs what the kernel command line asks for:
 //      dsec.run=<command>  `/bin/sh -c <command>`; quote a command with spaces:
 //                          dsec.run="ls -l /" (no double quotes inside it)
 //      dsec.shell          an interactive /bin/sh on the console
 //      dsec.agent          serve the agent protocol on vsock port 1024
 //                          (docs/agent-protocol.md) until the VM is stopped
 //    and prints `dsec-init: exit status=<n>` when it ends (128+signal if killed).
-// 5. Kills what is left, syncs and reboots. Without ACPI a reboot is the only way out
+// 6. Kills what is left, syncs and reboots. Without ACPI a reboot is the only way out
 //    of the guest (reboot=k: through the i8042); the VMM treats it as the VM's exit.
 //
 // The options come from /proc/cmdline because the kernel hands init neither
@@ -40,6 +42,7 @@
 
 #include "boot_timer.h"
 #include "guest/agent/server.h"
+#include "guest/init/image_root.h"
 #include "vmm/agent/protocol.h"
 
 namespace {
@@ -265,6 +268,16 @@ int main() {
     cmdline.pop_back();
   }
   Request request = parse_request(cmdline);
+  if (const auto root = dsec::init::parse_image_root(split_cmdline(cmdline));
+      !root.device.empty()) {
+    if (auto switched = dsec::init::switch_to_image_root(root); !switched) {
+      say("error: cannot boot the image on %s: %s", root.device.c_str(),
+          switched.error().message().c_str());
+      shut_down();
+    }
+    say("root is %s (%s, read-only) under an overlay on %s", root.device.c_str(),
+        root.fstype.c_str(), root.upper_device.empty() ? "tmpfs" : root.upper_device.c_str());
+  }
   // The agent listens before the banner: each byte on the serial console is a VM exit, and
   // the host's connections queue on the socket from the moment it listens.
   std::optional<dsec::Result<dsec::UniqueFd>> listener;

@@ -5,16 +5,20 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <source_location>
 #include <span>
 #include <utility>
 
+#include "tests/fuzz/fuzz_input.h"
 #include "vmm/memory/guest_memory.h"
 
 namespace dsec::fuzz {
 
-inline void check(bool condition) {
+inline void check(bool condition, std::source_location where = std::source_location::current()) {
   if (!condition) {
+    std::fprintf(stderr, "fuzz check failed at %s:%u\n", where.file_name(), where.line());
     std::abort();
   }
 }
@@ -38,6 +42,15 @@ inline std::span<const uint8_t> fill_guest_memory(GuestMemory& memory,
     contents = contents.subspan(n);
   }
   return contents;
+}
+
+// A write the guest makes while the device runs: u16 offset (below `limit`), u8 length,
+// the bytes, clipped to `limit`.
+inline void write_guest_memory(GuestMemory& memory, FuzzInput& in, uint64_t limit) {
+  const uint64_t offset = in.take<uint16_t>() % limit;
+  const auto bytes = in.take_bytes(in.take<uint8_t>());
+  check(memory.write(offset, bytes.first(std::min<size_t>(bytes.size(), limit - offset)))
+            .has_value());
 }
 
 }  // namespace dsec::fuzz

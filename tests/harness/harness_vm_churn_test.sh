@@ -3,8 +3,8 @@
 # suite's guests do over an hour: each with an in-kernel irqchip and a vCPU, and one
 # without, so that every static key KVM moves with its guests (tools/testbed-pin-static-keys)
 # would be patched each round if the test bed did not hold them on. Unpinned, the test
-# bed wedged within a few hundred rounds in six tries of six (session 15,
-# docs/kvm-test-bed.md); the harness then fails the command (exit 2). Where /dev/kvm
+# bed wedged within a few hundred rounds in six tries of six
+# (docs/kvm-test-bed-faults.md); the harness then fails the command (exit 2). Where /dev/kvm
 # works natively the same churn must simply pass.
 set -uo pipefail
 harness=$1 session=$2 rounds=${3:-300}

@@ -46,6 +46,17 @@ class Sandbox {
     return sandbox;
   }
 
+  // `dsec-vmm ARGS... --vsock VSOCK --console ...`: a VMM whose vsock socket must be
+  // somewhere of the caller's choosing (a jail's directory).
+  static std::unique_ptr<Sandbox> with_vsock_at(std::string vsock, std::vector<std::string> args) {
+    std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
+    sandbox->vsock_ = std::move(vsock);
+    args.insert(args.begin(), kVmmBinary);
+    args.insert(args.end(), {"--vsock", sandbox->vsock_, "--console", sandbox->console_});
+    sandbox->launch(std::move(args));
+    return sandbox;
+  }
+
   // The constructor's boot, or restore()'s clone, serving the VM's API on api_socket().
   static std::unique_ptr<Sandbox> with_api() {
     std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));

@@ -14,8 +14,10 @@ namespace dsec::test {
 
 class TempDir {
  public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "dsec-test-XXXXXX";
+  TempDir() : TempDir(::testing::TempDir()) {}
+  // Under `base` (ending in '/'), e.g. a local tmpfs for Unix sockets.
+  explicit TempDir(const std::string& base) {
+    std::string pattern = base + "dsec-test-XXXXXX";
     std::vector<char> name(pattern.begin(), pattern.end());
     name.push_back('\0');
     if (::mkdtemp(name.data()) != nullptr) {

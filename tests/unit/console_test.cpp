@@ -67,7 +67,7 @@ TEST(Console, GuestOutputReachesTheOutputInOrder) {
   Pipe pipe;
   ASSERT_OK_AND_ASSIGN(auto console, Console::create({.output_fd = pipe.write_end.get()}));
   devices::Serial serial(console->output_sink(), nullptr);
-  ASSERT_OK(console->start(&serial));
+  ASSERT_OK(console->start(&serial, nullptr));
   transmit(serial, "boot ok\n");
   console->stop();
   pipe.write_end.reset();
@@ -86,7 +86,7 @@ TEST(Console, APipeNobodyReadsNeverBlocksTheGuestAndDropsWhatDoesNotFit) {
   Pipe pipe;
   ASSERT_OK_AND_ASSIGN(auto console, Console::create({.output_fd = pipe.write_end.get()}));
   devices::Serial serial(console->output_sink(), nullptr);
-  ASSERT_OK(console->start(&serial));
+  ASSERT_OK(console->start(&serial, nullptr));
   const std::string line(1023, 'x');
   constexpr size_t kLines = 8 * 1024;  // 8 MiB
   const auto start = Clock::now();
@@ -106,7 +106,7 @@ TEST(Console, AReaderThatGoesAwayStopsTheOutputWithoutASignal) {
   Pipe pipe;
   ASSERT_OK_AND_ASSIGN(auto console, Console::create({.output_fd = pipe.write_end.get()}));
   devices::Serial serial(console->output_sink(), nullptr);
-  ASSERT_OK(console->start(&serial));
+  ASSERT_OK(console->start(&serial, nullptr));
   pipe.read_end.reset();  // EPIPE from now on; SIGPIPE would kill this test
   transmit(serial, "nobody hears this\n");
   const auto deadline = Clock::now() + kGenerousDeadline;
@@ -128,7 +128,7 @@ TEST(Console, AConsoleFileStopsAtItsLimit) {
   ASSERT_OK_AND_ASSIGN(auto console,
                        Console::create({.output_fd = file.get(), .output_limit = kLimit}));
   devices::Serial serial(console->output_sink(), nullptr);
-  ASSERT_OK(console->start(&serial));
+  ASSERT_OK(console->start(&serial, nullptr));
   const std::string line(99, 'y');
   for (int i = 0; i < 1000; ++i) {  // 100 000 bytes; the first 64 KiB fit the buffer at least
     transmit(serial, line + "\n");
@@ -144,7 +144,7 @@ TEST(Console, AConsoleFileStopsAtItsLimit) {
 TEST(Console, WithoutAnOutputEverythingIsDroppedAndCounted) {
   ASSERT_OK_AND_ASSIGN(auto console, Console::create({}));
   devices::Serial serial(console->output_sink(), nullptr);
-  ASSERT_OK(console->start(&serial));
+  ASSERT_OK(console->start(&serial, nullptr));
   transmit(serial, "lost");
   console->stop();
   EXPECT_EQ(console->figures().dropped_output_stopped, 4U);
@@ -154,7 +154,7 @@ TEST(Console, HostInputReachesTheUart) {
   Pipe input;
   ASSERT_OK_AND_ASSIGN(auto console, Console::create({.input_fd = input.read_end.get()}));
   devices::Serial serial(console->output_sink(), nullptr, 4);
-  ASSERT_OK(console->start(&serial));
+  ASSERT_OK(console->start(&serial, nullptr));
   // More than the UART's 4-byte FIFO: the rest waits in the console thread until read.
   ASSERT_EQ(::write(input.write_end.get(), "typed!", 6), 6);
   std::string received;

@@ -70,5 +70,24 @@ TEST(SnapshotConfig, RefusesACorruptConfigurationByName) {
               HasSubstr("snapshot config: the configuration is not valid JSON"));
 }
 
+TEST(SnapshotConfig, ATapHandedInReplacesTheSnapshotsTapByNameAndItsAddress) {
+  MachineConfig snapshot = full_config();
+  snapshot.net->host_cidr = "10.99.0.1/24";
+  RestoreOverrides overrides;
+  overrides.net_tap_fd = 7;
+  overrides.net_mac = "52:54:00:00:00:02";
+  ASSERT_OK_AND_ASSIGN(auto clone, apply_overrides(snapshot, overrides));
+  ASSERT_TRUE(clone.net);
+  EXPECT_EQ(clone.net->tap_fd, 7);
+  EXPECT_EQ(clone.net->tap, "");
+  EXPECT_EQ(clone.net->host_cidr, "");
+  EXPECT_EQ(clone.net->mac, "52:54:00:00:00:02");
+  MachineConfig no_net = full_config();
+  no_net.net.reset();
+  const auto refused = apply_overrides(no_net, overrides);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message(), HasSubstr("the snapshot's VM has no network device"));
+}
+
 }  // namespace
 }  // namespace dsec::machine

@@ -442,6 +442,30 @@ TEST_F(VirtioBlockTest, ResetWhileRequestsAreInFlightReturnsNothingAfterwards) {
   EXPECT_EQ(interrupts_, 0);
 }
 
+TEST_F(VirtioBlockTest, ARequestAfterAResetWaitsOnlyForTheOldRequestsToEnd) {
+  // The hostile guest's "a reset with 256 reads of the whole disk in flight, then a read at
+  // once": the old requests hold every place in flight, so the new activation's first
+  // request must wait for room, and the old requests' completions (which the reset
+  // disowned) must make it.
+  open_device();
+  add_request(0, kBlkTypeIn, 0, 512);
+  for (uint16_t published = 1; device_->requests_in_flight() < 256;) {
+    for (int i = 0; i < 8; ++i, ++published) {
+      driver_.publish(0);
+    }
+    device_->notify(0);
+  }
+  device_->reset();
+  ASSERT_OK(memory_.fill(0x2000, 0x2000, 0));  // the driver's rings start again
+  queues_[0].reset();
+  queues_[0].state() = driver_.queue_state(/*event_idx=*/false, /*indirect=*/true);
+  ASSERT_OK(
+      device_->activate(queues_, device_->features() | feature_bit(kFeatureVersion1), interrupt_));
+  add_request(1, kBlkTypeIn, 1, 512);
+  EXPECT_EQ(run_request(1), kBlkStatusOk);
+  EXPECT_EQ(guest_bytes(data_gpa(1), 512), file_bytes(512, 512));
+}
+
 TEST_F(VirtioBlockTest, DestroyedWithRequestsInFlight) {
   open_device();
   add_request(0, kBlkTypeIn, 0, 512);

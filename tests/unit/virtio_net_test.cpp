@@ -1,6 +1,7 @@
 // virtio-net as a guest driver sees it, with a SOCK_SEQPACKET socket pair standing in for
 // the TAP (one frame per read and write, like a TAP): what the host end receives of the
 // guest's tx chains, what lands in the guest's rx buffers, and what malformed chains do.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -242,6 +243,20 @@ TEST(VirtioNetParse, MacAndCidr) {
   EXPECT_EQ(cidr->prefix, 24);
   EXPECT_FALSE(parse_ipv4_cidr("10.99.3.1").has_value());
   EXPECT_FALSE(parse_ipv4_cidr("10.99.3.1/33").has_value());
+}
+
+TEST(VirtioNetTap, ADescriptorHandedInThatIsNotATapIsRefused) {
+  using ::testing::AllOf;
+  using ::testing::HasSubstr;
+  int fds[2] = {-1, -1};
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  const UniqueFd read_end(fds[0]);
+  const UniqueFd write_end(fds[1]);
+  const auto tap = Tap::open({.name = "", .host_ip = std::nullopt, .handed_in_fd = fds[0]});
+  ASSERT_FALSE(tap);
+  EXPECT_THAT(tap.error().message(),
+              AllOf(HasSubstr("--net fd=" + std::to_string(fds[0]) + ": TUNGETIFF"),
+                    HasSubstr("hand in a descriptor of /dev/net/tun attached to a TAP")));
 }
 
 }  // namespace

@@ -191,7 +191,8 @@ TEST(X86Cpuid, NestedVirtualizationIsHidden) {
   // Intel: VMX in leaf 1 ECX (the host table's 0x77fafbff has it).
   const auto intel = intel_host(true);
   ASSERT_NE(find(intel, 1).ecx & kCpuidVmxBit, 0u) << "the test's host must offer VMX";
-  const kvm_cpuid_entry2& leaf1 = find(cpuid_for(intel, 0, 1), 1);
+  const auto intel_table = cpuid_for(intel, 0, 1);  // kept: find() returns into it
+  const kvm_cpuid_entry2& leaf1 = find(intel_table, 1);
   EXPECT_EQ(leaf1.ecx & kCpuidVmxBit, 0u);
   EXPECT_EQ(leaf1.ecx & ~(kCpuidVmxBit | kCpuidHypervisorBit),
             find(intel, 1).ecx & ~(kCpuidVmxBit | kCpuidHypervisorBit))

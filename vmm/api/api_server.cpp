@@ -73,25 +73,56 @@ Result<std::unique_ptr<ApiServer>> ApiServer::start(const std::string& path, Han
   return server;
 }
 
-Status ApiServer::serve(Handler handler) {
+Status ApiServer::launch(ThreadStart setup) {
   if (thread_.joinable() || stopped_) {
-    return fail("the API server serves already, or has stopped");
+    return fail("the API thread runs already, or has stopped");
   }
-  handler_ = std::move(handler);
-  DSEC_TRY(loop_.add_fd_watch(listener_.get(), [this] { accept_clients(); }));
   try {
-    thread_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "dsec-api");
-      if (auto ran = loop_.run(); !ran) {
-        spdlog::error("api: the event loop failed: {}; the API socket answers no more",
-                      ran.error().message());
-      }
-    });
+    thread_ = std::thread([this, setup = std::move(setup)] { run(setup); });
   } catch (const std::system_error& e) {
     return fail_errno("API thread: cannot create it", e.code().value());
   }
+  return ok();
+}
+
+Status ApiServer::serve(Handler handler) {
+  if (handler_ || stopped_) {
+    return fail("the API server serves already, or has stopped");
+  }
+  if (!thread_.joinable()) {
+    DSEC_TRY(launch());
+  }
+  handler_ = std::move(handler);
+  // The loop does not run yet: its thread waits for serving_, set below under the lock.
+  DSEC_TRY(loop_.add_fd_watch(listener_.get(), [this] { accept_clients(); }));
+  {
+    const std::lock_guard lock(start_mutex_);
+    serving_ = true;
+  }
+  start_changed_.notify_all();
   spdlog::info("api: serving on {}", path_);
   return ok();
+}
+
+void ApiServer::run(const ThreadStart& setup) {
+  pthread_setname_np(pthread_self(), "dsec-api");
+  if (setup) {
+    if (auto set = setup(); !set) {
+      spdlog::error("api: {}; the API socket answers nothing", set.error().message());
+      return;
+    }
+  }
+  {
+    std::unique_lock lock(start_mutex_);
+    start_changed_.wait(lock, [this] { return serving_ || stopping_; });
+    if (stopping_) {
+      return;
+    }
+  }
+  if (auto ran = loop_.run(); !ran) {
+    spdlog::error("api: the event loop failed: {}; the API socket answers no more",
+                  ran.error().message());
+  }
 }
 
 ApiServer::ApiServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
@@ -111,6 +142,11 @@ void ApiServer::stop() {
     return;
   }
   stopped_ = true;
+  {
+    const std::lock_guard lock(start_mutex_);
+    stopping_ = true;
+  }
+  start_changed_.notify_all();
   loop_.stop();
   if (thread_.joinable()) {
     thread_.join();

@@ -10,10 +10,12 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -37,7 +39,14 @@ class ApiServer {
   // bind(), then serve().
   static Result<std::unique_ptr<ApiServer>> start(const std::string& path, Handler handler,
                                                   HttpLimits limits = {});
-  // Starts the API thread, which answers every request with `handler`. Once only.
+  // Starts the API thread, "dsec-api", which calls `setup` first (its seccomp filter goes
+  // in there; if that fails, it logs why and serves nothing) and then waits until serve()
+  // or stop(). A command launches it before its VM runs, so that no thread starts once
+  // the main thread's filter is in. Once only.
+  using ThreadStart = std::function<Status()>;
+  Status launch(ThreadStart setup = {});
+  // Answers every request with `handler` from now on, on the API thread (launched now if
+  // it was not). Once only.
   Status serve(Handler handler);
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
@@ -59,6 +68,8 @@ class ApiServer {
 
   ApiServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
             HttpLimits limits);
+  // The API thread: `setup`, then waits for serve() and runs the loop.
+  void run(const ThreadStart& setup);
   void accept_clients();
   // Reads what the client sent, answers every whole request, writes what it can, then
   // watches for what the connection needs next (or closes it).
@@ -76,7 +87,12 @@ class ApiServer {
   std::map<uint64_t, Connection> connections_;
   uint64_t next_id_ = 1;
   bool stopped_ = false;
-  std::thread thread_;  // last: it uses everything above
+  // What the API thread waits for between its set-up and its loop.
+  std::mutex start_mutex_;
+  std::condition_variable start_changed_;
+  bool serving_ = false;   // serve() was called
+  bool stopping_ = false;  // stop() was called
+  std::thread thread_;     // last: it uses everything above
 };
 
 }  // namespace dsec::api

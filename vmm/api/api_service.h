@@ -25,6 +25,8 @@ class ApiService {
   ApiService& operator=(const ApiService&) = delete;
   ~ApiService() { stop(); }
 
+  // Starts the API thread ahead of serve() (ApiServer::launch).
+  Status launch(ApiServer::ThreadStart setup) { return server_->launch(std::move(setup)); }
   // Serves the endpoints over `backend`, which this object then owns.
   Status serve(std::unique_ptr<MachineBackend> backend);
   MachineBackend* backend() { return backend_.get(); }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "vmm/machine/clone_sync.h"
+#include "vmm/seccomp/role.h"
 
 namespace dsec::api {
 
@@ -93,6 +94,11 @@ Status MachineBackend::load_snapshot(const SnapshotLoadRequest& request) {
     stopping = stopping_;
   }
   changed_.notify_all();
+  // The load was this thread's set-up; from here on it serves a running guest's VMM under
+  // the API role's filter.
+  if (auto filtered = loaded->install_thread_filter(seccomp::Role::kApi); !filtered) {
+    return std::unexpected(filtered.error().with_context("snapshot load"));
+  }
   if (stopping) {
     loaded->stop("the VMM is stopping");
     return fail("the VMM is stopping");

@@ -36,4 +36,7 @@ void add_snapshot_command(CLI::App& app, CommandAction& action);
 // `dsec-vmm exec` and `dsec-vmm cp`: through a running guest's agent (exec.cpp).
 void add_exec_command(CLI::App& app, CommandAction& action);
 
+// `dsec-vmm image list`: sandbox images in the cache (image.cpp).
+void add_image_command(CLI::App& app, CommandAction& action);
+
 }  // namespace dsec::cli

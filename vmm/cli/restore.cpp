@@ -8,8 +8,11 @@
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
+#include "vmm/cli/jail_options.h"
+#include "vmm/cli/seccomp_option.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/cli/vm_options.h"
+#include "vmm/jail/supervisor.h"
 #include "vmm/machine/clone_sync.h"
 #include "vmm/machine/machine.h"
 #include "vmm/snapshot/snapshot_dir.h"
@@ -29,6 +32,8 @@ struct RestoreOptions {
   std::string metrics_file;
   double agent_timeout_s = 30;
   ApiOptions api;
+  seccomp::Mode seccomp = seccomp::Mode::kOn;
+  JailOptions jail;
 };
 
 double ms_since(Clock::time_point t) {
@@ -43,7 +48,11 @@ Result<machine::RestoreOverrides> overrides_of(const RestoreOptions& o) {
   overrides.vsock_guest_cid = o.vsock_cid;
   if (!o.net.empty()) {
     const auto net = DSEC_TRY(parse_net(o.net));
-    overrides.net_tap = net.tap;
+    if (net.tap_fd >= 0) {
+      overrides.net_tap_fd = net.tap_fd;
+    } else {
+      overrides.net_tap = net.tap;
+    }
     if (!net.host_cidr.empty()) {
       overrides.net_host_cidr = net.host_cidr;
     }
@@ -57,7 +66,10 @@ Result<machine::RestoreOverrides> overrides_of(const RestoreOptions& o) {
   return overrides;
 }
 
-int restore_main(const RestoreOptions& options, Clock::time_point process_start) {
+// Restores the snapshot and runs the clone to its end; in a jail, `jailed` is locked down
+// before the guest runs.
+int restore_vm(const RestoreOptions& options, jail::JailedProcess* jailed,
+               Clock::time_point process_start) {
   auto overrides = overrides_of(options);
   if (!overrides) {
     (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", overrides.error().message().c_str());
@@ -70,6 +82,13 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
     (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", console.error().message().c_str());
     return 1;
   }
+  auto seccomp = seccomp::policy_for(options.seccomp);
+  if (!seccomp) {
+    (void)std::fprintf(stderr, "dsec-vmm restore: %s
+", seccomp.error().message().c_str());
+    return 1;
+  }
+  host.seccomp = *seccomp;
   const auto files = snapshot::snapshot_files(options.snapshot_dir);
   auto built = Clock::now();
   auto build = [&] {
@@ -80,6 +99,7 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
   };
   ServeOptions serve{.command = "restore",
                      .metrics_file = options.metrics_file,
+                     .before_start = jailed ? lock_down_before_start(*jailed) : nullptr,
                      .after_start = {},
                      .api = options.api};
   serve.after_start = [&](machine::Machine& vm) -> Status {
@@ -94,6 +114,43 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
     return ok();
   };
   return serve_vm(build, serve, process_start);
+}
+
+// `options` with every path as a jailed VMM reaches it: what it opens before its pivot
+// absolute, what it uses after inside the jail and relative to it.
+Status jail_paths(const jail::JailPaths& paths, RestoreOptions& options) {
+  options.snapshot_dir = jail::JailPaths::outside(options.snapshot_dir);
+  for (auto& drive : options.drives) {
+    drive = jail::JailPaths::outside(drive);
+  }
+  if (!options.vsock.empty()) {
+    options.vsock = DSEC_TRY(paths.inside(options.vsock, "--vsock"));
+  }
+  return jail_serve_paths(paths, options.console.path, options.metrics_file, options.api);
+}
+
+int restore_main(const RestoreOptions& options, Clock::time_point process_start) {
+  if (!options.jail.enabled()) {
+    return restore_vm(options, nullptr, process_start);
+  }
+  RestoreOptions jailed_options = options;
+  const auto jail = [&]() -> Result<Jail> {
+    auto made = DSEC_TRY(jail_of(options.jail));
+    DSEC_TRY(jail_paths(made.paths, jailed_options));
+    if (!options.net.empty()) {
+      if (const auto net = DSEC_TRY(parse_net(options.net)); net.tap_fd >= 0) {
+        made.config.kept_fds.push_back(net.tap_fd);
+      }
+    }
+    return made;
+  }();
+  if (!jail) {
+    (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", jail.error().message().c_str());
+    return 1;
+  }
+  return jail::run_jailed(jail->config, "restore", [&](jail::JailedProcess& jailed) {
+    return restore_vm(jailed_options, &jailed, process_start);
+  });
 }
 
 }  // namespace
@@ -111,7 +168,8 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
       "runs. A clone gets what must not be shared anew: --vsock (its socket; default: the "
       "snapshot's path, which must not exist), --net, --drive. Before anything runs in it, "
       "its agent gets fresh entropy for the guest kernel's RNG and the host's wall clock. "
-      "Exit statuses as for run (3 also when the agent did not answer in time).");
+      "Exit statuses as for run (3 also when the agent did not answer in time). A jailed clone "
+      "(--jail) needs a --vsock inside its jail when the snapshot has a vsock device.");
   restore->add_option("SNAPSHOT_DIR", options->snapshot_dir, "The snapshot's directory")
       ->required()
       ->check(CLI::ExistingDirectory);
@@ -121,8 +179,8 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
                       "The clone's vsock CID (the guest re-reads it after the snapshot's "
                       "transport reset)");
   restore->add_option("--net", options->net,
-                      "The clone's TAP: tap=NAME[,host=A.B.C.D/N] (the snapshot must have a "
-                      "network device)");
+                      "The clone's TAP: tap=NAME[,host=A.B.C.D/N], or fd=N for a TAP handed in "
+                      "open as descriptor N (the snapshot must have a network device)");
   restore
       ->add_option("--drive", options->drives,
                    "The file behind the snapshot's drive N, for the N-th --drive (same size "
@@ -136,10 +194,12 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
       ->add_option("--agent-timeout", options->agent_timeout_s,
                    "Seconds to wait for the clone's agent to take its entropy and clock")
       ->capture_default_str();
+  add_seccomp_option(*restore, options->seccomp);
   add_api_options(*restore, options->api,
                   "served once the clone's agent took its entropy and clock: PATCH /vm pauses "
                   "and resumes it, PUT /snapshot/create snapshots it while paused (a snapshot "
                   "of a clone restores like any other)");
+  add_jail_options(*restore, options->jail);
   restore->callback([&action, options, process_start] {
     action = [options, process_start] { return restore_main(*options, process_start); };
   });

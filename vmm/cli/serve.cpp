@@ -11,6 +11,7 @@
 #include "vmm/api/api_service.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
+#include "vmm/cli/seccomp_option.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/io/signal_watcher.h"
 
@@ -23,6 +24,7 @@ struct ServeCommandOptions {
   ApiOptions api;
   ConsoleOptions console;
   double agent_timeout_s = 30;
+  seccomp::Mode seccomp = seccomp::Mode::kOn;
 };
 
 int serve_main(const ServeCommandOptions& options, Clock::time_point process_start) {
@@ -33,6 +35,12 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", console.error().message().c_str());
     return 1;
   }
+  auto seccomp = seccomp::policy_for(options.seccomp);
+  if (!seccomp) {
+    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", seccomp.error().message().c_str());
+    return 1;
+  }
+  settings.host.seccomp = *seccomp;
   settings.agent_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.agent_timeout_s * 1000));
 
@@ -48,17 +56,33 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
     return 3;
   }
   api::MachineBackend& backend = *(*service)->backend();
-  auto watcher = io::SignalWatcher::start(signals, [&backend](int signo) {
-    if (signo == SIGUSR1) {
-      if (auto* vm = backend.vm()) {
-        vm->log_state();
-      }
-      return;
-    }
-    backend.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
-  });
+  const seccomp::Policy& policy = settings.host.seccomp;
+  auto watcher = io::SignalWatcher::start(
+      signals,
+      [&backend](int signo) {
+        if (signo == SIGUSR1) {
+          if (auto* vm = backend.vm()) {
+            vm->log_state();
+          }
+          return;
+        }
+        backend.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
+      },
+      [&backend, &policy] {
+        auto filtered = policy.apply(seccomp::Role::kSignals);
+        if (!filtered) {
+          backend.stop("the signals thread: " + filtered.error().message());
+        }
+        return filtered;
+      });
   if (!watcher) {
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", watcher.error().message().c_str());
+    return 3;
+  }
+  // Every thread of this VMM is started (the VM's come from the API thread's load).
+  if (auto filtered = policy.apply(seccomp::Role::kMain); !filtered) {
+    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", filtered.error().message().c_str());
+    backend.stop("the main thread: " + filtered.error().message());
     return 3;
   }
   machine::Machine* vm = backend.wait_for_vm();
@@ -95,6 +119,7 @@ void add_serve_command(CLI::App& app, CommandAction& action, Clock::time_point p
   serve->add_option("--id", options->api.id, "The instance id the API reports (GET /)")
       ->capture_default_str();
   add_console_options(*serve, options->console);
+  add_seccomp_option(*serve, options->seccomp);
   serve
       ->add_option("--agent-timeout", options->agent_timeout_s,
                    "Seconds a loaded clone's agent has to take its entropy and clock")

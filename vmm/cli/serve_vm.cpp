@@ -12,6 +12,7 @@
 #include "vmm/api/api_service.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/io/signal_watcher.h"
+#include "vmm/seccomp/role.h"
 
 namespace dsec::cli {
 namespace {
@@ -104,25 +105,52 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
     (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command, vm.error().message().c_str());
     return 1;
   }
+  if (options.before_start) {
+    if (auto done = options.before_start(**vm); !done) {
+      (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                         done.error().message().c_str());
+      return 1;
+    }
+  }
   // After the Machine: destroyed, and its API thread stopped, before the Machine goes.
   const std::unique_ptr<api::ApiService> api_service = std::move(bound_api);
   // Declared after the Machine: it is joined before the Machine goes.
-  auto watcher = io::SignalWatcher::start(signals, [&vm = **vm](int signo) {
-    if (signo == SIGUSR1) {
-      vm.log_state();
-    } else {
-      vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
-    }
-  });
+  auto watcher = io::SignalWatcher::start(
+      signals,
+      [&vm = **vm](int signo) {
+        if (signo == SIGUSR1) {
+          vm.log_state();
+        } else {
+          vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
+        }
+      },
+      [&vm = **vm] { return vm.install_thread_filter(seccomp::Role::kSignals); });
   if (!watcher) {
     (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
                        watcher.error().message().c_str());
     return 3;
   }
+  // Every thread starts before the VM runs, the API's too (it waits to serve until the
+  // end of after_start): once the main thread's seccomp filter is in, it starts no more.
+  if (api_service) {
+    if (auto launched = api_service->launch(
+            [&vm = **vm] { return vm.install_thread_filter(seccomp::Role::kApi); });
+        !launched) {
+      (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                         launched.error().message().c_str());
+      return 3;
+    }
+  }
   if (auto started = (*vm)->start(); !started) {
     (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
                        started.error().message().c_str());
     return 1;
+  }
+  if (auto filtered = (*vm)->install_thread_filter(seccomp::Role::kMain); !filtered) {
+    (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                       filtered.error().message().c_str());
+    (*vm)->wait();
+    return 3;
   }
   if (options.after_start) {
     if (auto done = options.after_start(**vm); !done) {

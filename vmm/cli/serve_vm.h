@@ -29,6 +29,9 @@ void add_api_options(CLI::App& command, ApiOptions& options, const std::string& 
 struct ServeOptions {
   const char* command = "run";  // for messages: "dsec-vmm <command>: ..."
   std::string metrics_file;     // boot figures as JSON when the VM ends; empty: none
+  // Called once the VM is built, before any of its threads start (a jail's lock-down); an
+  // Error ends the command (exit status 1).
+  std::function<Status(machine::Machine&)> before_start;
   // Called once the VM runs, on the main thread; an Error stops the VM (exit status 3).
   std::function<Status(machine::Machine&)> after_start;
   // The API socket, served once the VM runs and after_start succeeded.

@@ -1,15 +1,36 @@
 #include "vmm/cli/vm_options.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/default_image.h"
+#include "vmm/cli/seccomp_option.h"
+#include "vmm/image/sandbox_image.h"
 
 namespace dsec::cli {
 
-// "tap=NAME[,host=A.B.C.D/N][,mac=MAC]" of --net.
+namespace {
+
+constexpr const char* kNetForms = "give tap=NAME[,host=A.B.C.D/N][,mac=MAC] or fd=N[,mac=MAC]";
+
+// The N of --net fd=N: a descriptor this process inherited, above stderr.
+Result<int> parse_fd(const std::string& spec, const std::string& text) {
+  int fd = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), fd);
+  if (error != std::errc() || end != text.data() + text.size() || fd <= STDERR_FILENO) {
+    return fail(fmt::format("--net {}: fd={} is not a file descriptor above 2", spec, text),
+                "hand the TAP in as descriptor 3 or above, and give its number");
+  }
+  return fd;
+}
+
+}  // namespace
+
+// "tap=NAME[,host=A.B.C.D/N][,mac=MAC]" or "fd=N[,mac=MAC]" of --net.
 Result<machine::NetConfig> parse_net(const std::string& spec) {
   machine::NetConfig net;
   size_t start = 0;
@@ -23,13 +44,17 @@ Result<machine::NetConfig> parse_net(const std::string& spec) {
       net.host_cidr = part.substr(5);
     } else if (part.rfind("mac=", 0) == 0) {
       net.mac = part.substr(4);
+    } else if (part.rfind("fd=", 0) == 0) {
+      net.tap_fd = DSEC_TRY(parse_fd(spec, part.substr(3)));
     } else {
-      return fail(fmt::format("--net {}: unknown option '{}'", spec, part),
-                  "give tap=NAME[,host=A.B.C.D/N][,mac=MAC]");
+      return fail(fmt::format("--net {}: unknown option '{}'", spec, part), kNetForms);
     }
   }
-  if (net.tap.empty()) {
-    return fail("--net '" + spec + "' names no TAP", "give tap=NAME[,host=A.B.C.D/N][,mac=MAC]");
+  if (net.tap.empty() && net.tap_fd < 0) {
+    return fail("--net '" + spec + "' names no TAP", kNetForms);
+  }
+  if (!net.tap.empty() && net.tap_fd >= 0) {
+    return fail("--net '" + spec + "' names a TAP twice (tap= and fd=)", kNetForms);
   }
   return net;
 }
@@ -101,8 +126,38 @@ void add_vm_options(CLI::App& command, VmOptions& options) {
                      "tap=NAME[,host=A.B.C.D/N][,mac=MAC]. The TAP is created if it does not exist "
                      "(needs CAP_NET_ADMIN and the tun module); host= gives it that IPv4 address "
                      "and brings it up; the guest configures its side itself. MAC defaults to "
-                     "52:54:00:12:34:56");
+                     "52:54:00:12:34:56. fd=N[,mac=MAC] instead uses a TAP handed in open as "
+                     "descriptor N (a jailed VMM's way to the host's network: docs/jail.md)");
+  add_seccomp_option(command, options.seccomp);
+  command.add_option("--image", options.image,
+                     "Boot this sandbox image (EROFS, from images/build-rootfs or dsec-vmm image "
+                     "import) as the root file system, with the default kernel and initramfs: it "
+                     "is /dev/vda, read-only, shared by every VM that boots it; the guest's writes "
+                     "go to a private overlay in guest memory (docs/images.md)");
+  command
+      .add_option("--scratch", options.scratch,
+                  "With --image: keep the overlay's writes on this ext4 disk (/dev/vdb, "
+                  "read-write, one per VM) instead of in guest memory")
+      ->needs("--image");
 }
+
+namespace {
+
+// --image: the image goes first (/dev/vda, read-only), then --scratch (/dev/vdb), then
+// the --drive disks; the command line tells dsec-init to boot the image.
+Status add_image(const VmOptions& o, machine::MachineConfig& config) {
+  DSEC_TRY(image::check_sandbox_image(o.image));
+  std::vector<machine::DriveConfig> first{{.path = o.image, .read_only = true, .id = {}}};
+  config.cmdline += std::string(" ") + image::kImageRootArgs;
+  if (!o.scratch.empty()) {
+    first.push_back({.path = o.scratch, .read_only = false, .id = {}});
+    config.cmdline += std::string(" ") + image::kScratchUpperArg;
+  }
+  config.drives.insert(config.drives.begin(), first.begin(), first.end());
+  return ok();
+}
+
+}  // namespace
 
 Result<machine::MachineConfig> machine_config(const VmOptions& o,
                                               std::chrono::steady_clock::time_point process_start) {
@@ -118,12 +173,22 @@ Result<machine::MachineConfig> machine_config(const VmOptions& o,
   config.initrd_path = o.initrd;
   config.rng = o.rng;
   config.share_kernel_pages = o.share_kernel_pages;
+  auto seccomp = seccomp::policy_for(o.seccomp);
+  if (!seccomp) {
+    return std::unexpected(seccomp.error());
+  }
+  config.seccomp = *seccomp;
   for (const auto& spec : o.drives) {
     auto drive = parse_drive(spec);
     if (!drive) {
       return std::unexpected(drive.error());
     }
     config.drives.push_back(*drive);
+  }
+  if (!o.image.empty()) {
+    if (auto added = add_image(o, config); !added) {
+      return std::unexpected(added.error());
+    }
   }
   if (!o.vsock.empty()) {
     config.vsock = machine::VsockConfig{o.vsock_cid, o.vsock};

@@ -16,6 +16,7 @@
 #include "vmm/cli/vm_options.h"
 #include "vmm/io/signal_watcher.h"
 #include "vmm/machine/machine.h"
+#include "vmm/seccomp/role.h"
 #include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::cli {
@@ -121,13 +122,16 @@ int warm_main(WarmOptions options, Clock::time_point process_start) {
     (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", vm.error().message().c_str());
     return 1;
   }
-  auto watcher = io::SignalWatcher::start(signals, [&vm = **vm](int signo) {
-    if (signo == SIGUSR1) {
-      vm.log_state();
-      return;
-    }
-    vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
-  });
+  auto watcher = io::SignalWatcher::start(
+      signals,
+      [&vm = **vm](int signo) {
+        if (signo == SIGUSR1) {
+          vm.log_state();
+          return;
+        }
+        vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
+      },
+      [&vm = **vm] { return vm.install_thread_filter(seccomp::Role::kSignals); });
   if (!watcher) {
     (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", watcher.error().message().c_str());
     return 3;
@@ -135,6 +139,11 @@ int warm_main(WarmOptions options, Clock::time_point process_start) {
   if (auto started = (*vm)->start(); !started) {
     (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", started.error().message().c_str());
     return 1;
+  }
+  if (auto filtered = (*vm)->install_thread_filter(seccomp::Role::kMain); !filtered) {
+    (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", filtered.error().message().c_str());
+    (*vm)->wait();
+    return 3;
   }
   const auto warmed = warm(**vm, options, process_start);
   (*vm)->stop(warmed ? "snapshot taken" : "warming failed");
@@ -164,7 +173,8 @@ void add_warm_command(CLI::App& app, CommandAction& action, Clock::time_point pr
       "Once the agent answers, each --exec runs in order (/bin/sh -c; its output on stderr; a "
       "failure stops the warm-up with nothing written), then the VM is paused and written to "
       "--out as 'state' and 'memory', and stopped. Prints the directory. Exit status: 0 "
-      "written, 1 bad configuration, 3 the guest or the VMM failed.");
+      "written, 1 bad configuration, 3 the guest or the VMM failed, 4 a thread of the VMM made "
+      "a system call its seccomp filter forbids (see run --help).");
   warm_cmd->add_option("--out", options->out, "The snapshot's directory (created if missing)")
       ->required();
   add_vm_options(*warm_cmd, options->vm);

@@ -16,6 +16,7 @@
 
 #include "vmm/io/event_fd.h"
 #include "vmm/io/io_op.h"
+#include "vmm/io/ring_restrictions.h"
 #include "vmm/io/slot_table.h"
 
 namespace dsec::io {
@@ -409,15 +410,21 @@ Result<EventLoop> EventLoop::create(unsigned entries, PollMode poll_mode) {
     return fail("event loop: the ring needs at least one entry");
   }
   auto state = std::make_unique<State>(DSEC_TRY(EventFd::create()));
-  io_uring_params params{};
   // SUBMIT_ALL (5.18) keeps submitting after an SQE that fails early; CLAMP (5.6) caps
-  // `entries` at the kernel's maximum instead of failing.
-  params.flags = IORING_SETUP_CLAMP | IORING_SETUP_SUBMIT_ALL;
-  int r = io_uring_queue_init_params(entries, &state->ring, &params);
-  if (r == -EINVAL) {
+  // `entries` at the kernel's maximum instead of failing; R_DISABLED (5.10) leaves the ring
+  // off until it is restricted to the loop's operations (ring_restrictions.h). Each older
+  // kernel gets the flags it knows.
+  io_uring_params params{};
+  int r = -EINVAL;
+  for (const unsigned flags :
+       {IORING_SETUP_CLAMP | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_R_DISABLED,
+        IORING_SETUP_CLAMP | IORING_SETUP_R_DISABLED, IORING_SETUP_CLAMP}) {
     params = {};
-    params.flags = IORING_SETUP_CLAMP;
+    params.flags = flags;
     r = io_uring_queue_init_params(entries, &state->ring, &params);
+    if (r != -EINVAL) {
+      break;
+    }
   }
   if (r < 0) {
     return fail_errno("io_uring_setup with " + std::to_string(entries) + " entries", -r,
@@ -425,6 +432,13 @@ Result<EventLoop> EventLoop::create(unsigned entries, PollMode poll_mode) {
                       "seccomp; older kernels also need RLIMIT_MEMLOCK for the rings");
   }
   state->ring_ready = true;
+  if ((params.flags & IORING_SETUP_R_DISABLED) != 0) {
+    DSEC_TRY(restrict_to_loop_operations(state->ring));
+  } else {
+    spdlog::warn(
+        "io_uring: this kernel cannot restrict a ring (Linux 5.10 has it): the event "
+        "loop's ring takes any operation");
+  }
   state->cq_entries = params.cq_entries;
   state->multishot =
       poll_mode == PollMode::kMultishotIfSupported && kernel_has_multishot_poll(params.features);

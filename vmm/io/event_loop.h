@@ -58,7 +58,8 @@ class EventLoop {
   using Completion = std::move_only_function<void(int32_t result)>;
 
   // `entries` sizes the submission ring (the completion ring is twice that); more
-  // outstanding operations than the rings hold wait in a backlog, in order.
+  // outstanding operations than the rings hold wait in a backlog, in order. The ring takes
+  // no operation but the loop's own (ring_restrictions.h), where the kernel can restrict it.
   static Result<EventLoop> create(unsigned entries = 256,
                                   PollMode poll_mode = PollMode::kMultishotIfSupported);
 

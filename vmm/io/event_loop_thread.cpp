@@ -10,16 +10,19 @@ EventLoopThread::~EventLoopThread() {
   static_cast<void>(stop());
 }
 
-Status EventLoopThread::start(ExitHandler on_exit) {
+Status EventLoopThread::start(ExitHandler on_exit, ThreadStart setup) {
   if (running()) {
     return fail("event loop thread: already running");
   }
   result_ = ok();
   try {
-    thread_ = std::thread([this, on_exit = std::move(on_exit)]() mutable {
+    thread_ = std::thread([this, on_exit = std::move(on_exit), setup = std::move(setup)]() mutable {
       // The name shows in ps and /proc, and tells this thread's role apart from vCPUs'.
       pthread_setname_np(pthread_self(), "dsec-io");
-      result_ = loop_.run();
+      result_ = setup ? setup() : ok();
+      if (result_) {
+        result_ = loop_.run();
+      }
       if (on_exit) {
         on_exit(result_);
       }

@@ -15,6 +15,9 @@ class EventLoopThread {
   // Called on the loop thread as it ends, with run()'s result: an error means the loop
   // died while the VM still needed it, and its owner should stop the VM.
   using ExitHandler = std::move_only_function<void(const Status& result)>;
+  // Called first on the new thread, before the loop runs (its seccomp filter goes in
+  // here). An error ends the thread at once: run()'s result is that error.
+  using ThreadStart = std::move_only_function<Status()>;
 
   explicit EventLoopThread(EventLoop loop) : loop_(std::move(loop)) {}
   EventLoopThread(const EventLoopThread&) = delete;
@@ -25,9 +28,9 @@ class EventLoopThread {
   // the loop thread's alone (see EventLoop) except for stop().
   EventLoop& loop() { return loop_; }
 
-  // Starts the thread, named "dsec-io", running loop().run(). Fails if it is running or
-  // the thread cannot be created.
-  Status start(ExitHandler on_exit = {});
+  // Starts the thread, named "dsec-io", running `setup` and then loop().run(). Fails if it
+  // is running or the thread cannot be created.
+  Status start(ExitHandler on_exit = {}, ThreadStart setup = {});
   // Stops the loop and joins the thread; returns run()'s result. Does nothing (and
   // succeeds) when not running.
   Status stop();

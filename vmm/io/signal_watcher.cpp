@@ -1,6 +1,7 @@
 #include "vmm/io/signal_watcher.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -21,7 +22,8 @@ BlockedSignals::BlockedSignals(std::initializer_list<int> signals) {
 }
 
 Result<std::unique_ptr<SignalWatcher>> SignalWatcher::start(const BlockedSignals& signals,
-                                                            std::function<void(int)> on_signal) {
+                                                            std::function<void(int)> on_signal,
+                                                            std::function<Status()> setup) {
   UniqueFd signal_fd(::signalfd(-1, &signals.set(), SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd) {
     return fail_errno("signalfd", errno);
@@ -30,14 +32,16 @@ Result<std::unique_ptr<SignalWatcher>> SignalWatcher::start(const BlockedSignals
   if (!stop) {
     return std::unexpected(stop.error().with_context("signal watcher"));
   }
-  return std::unique_ptr<SignalWatcher>(
-      new SignalWatcher(std::move(signal_fd), std::move(*stop), std::move(on_signal)));
+  return std::unique_ptr<SignalWatcher>(new SignalWatcher(std::move(signal_fd), std::move(*stop),
+                                                          std::move(on_signal), std::move(setup)));
 }
 
-SignalWatcher::SignalWatcher(UniqueFd signal_fd, EventFd stop, std::function<void(int)> on_signal)
+SignalWatcher::SignalWatcher(UniqueFd signal_fd, EventFd stop, std::function<void(int)> on_signal,
+                             std::function<Status()> setup)
     : signal_fd_(std::move(signal_fd)),
       stop_(std::move(stop)),
       on_signal_(std::move(on_signal)),
+      setup_(std::move(setup)),
       thread_([this] { run(); }) {}
 
 SignalWatcher::~SignalWatcher() {
@@ -47,6 +51,13 @@ SignalWatcher::~SignalWatcher() {
 }
 
 void SignalWatcher::run() {
+  pthread_setname_np(pthread_self(), "dsec-signals");
+  if (setup_) {
+    if (auto set = setup_(); !set) {
+      spdlog::error("signal watcher: {}; signals are no longer handled", set.error().message());
+      return;
+    }
+  }
   for (;;) {
     pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {stop_.fd(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {

@@ -36,9 +36,12 @@ class BlockedSignals {
 
 class SignalWatcher {
  public:
-  // Calls on_signal(signo) on the watcher's thread for each signal of `signals` received.
+  // Calls on_signal(signo) on the watcher's thread, "dsec-signals", for each signal of
+  // `signals` received. The thread calls `setup` first (its seccomp filter goes in there);
+  // if that fails, it logs why and handles no signal.
   static Result<std::unique_ptr<SignalWatcher>> start(const BlockedSignals& signals,
-                                                      std::function<void(int)> on_signal);
+                                                      std::function<void(int)> on_signal,
+                                                      std::function<Status()> setup = {});
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
   // Wakes the thread through its stop eventfd and joins it. Signals still queued are not
@@ -46,12 +49,14 @@ class SignalWatcher {
   ~SignalWatcher();
 
  private:
-  SignalWatcher(UniqueFd signal_fd, EventFd stop, std::function<void(int)> on_signal);
+  SignalWatcher(UniqueFd signal_fd, EventFd stop, std::function<void(int)> on_signal,
+                std::function<Status()> setup);
   void run();
 
   UniqueFd signal_fd_;
   EventFd stop_;
   std::function<void(int)> on_signal_;
+  std::function<Status()> setup_;
   std::thread thread_;  // last: it uses the members above
 };
 

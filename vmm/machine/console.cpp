@@ -58,12 +58,12 @@ void Console::wake() {
   [[maybe_unused]] const ssize_t n = ::write(wake_.get(), &one, sizeof one);
 }
 
-Status Console::start(devices::Serial* serial) {
+Status Console::start(devices::Serial* serial, std::function<Status()> lock_down) {
   if (thread_.joinable() || (settings_.output_fd < 0 && settings_.input_fd < 0)) {
     return ok();
   }
   try {
-    thread_ = std::thread([this, serial] {
+    thread_ = std::thread([this, serial, lock_down = std::move(lock_down)] {
       pthread_setname_np(pthread_self(), "dsec-console");
       // A write to a pipe whose reader is gone fails with EPIPE; its SIGPIPE, blocked in this
       // thread, stays pending here instead of killing the process (main() ignores it too).
@@ -71,7 +71,9 @@ Status Console::start(devices::Serial* serial) {
       sigemptyset(&pipe_signal);
       sigaddset(&pipe_signal, SIGPIPE);
       pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
-      run(serial);
+      if (!lock_down || lock_down()) {
+        run(serial);
+      }
       const std::lock_guard lock(finished_mutex_);
       finished_ = true;
       finished_cv_.notify_all();

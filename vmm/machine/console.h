@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -70,8 +71,9 @@ class Console {
   // to the buffer and never waits on the host. Valid while this Console lives.
   devices::Serial::OutputSink output_sink();
   // Starts the console thread (when there is output or input to serve); host input goes to
-  // `serial`, which must outlive stop().
-  Status start(devices::Serial* serial);
+  // `serial`, which must outlive stop(). The thread calls `lock_down` first (its seccomp
+  // filter) and serves nothing if that fails.
+  Status start(devices::Serial* serial, std::function<Status()> lock_down);
   // Writes out what is buffered (for at most kFlushTimeout), ends the thread and logs what
   // was dropped, if anything. Idempotent; call it once the vCPUs no longer run.
   void stop();

@@ -1,6 +1,7 @@
 #include "vmm/machine/guest_profiler.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,8 +11,11 @@
 
 namespace dsec::machine {
 
-GuestProfiler::GuestProfiler(std::chrono::microseconds interval, std::function<void()> kick)
-    : interval_(std::clamp(interval, kMinInterval, kMaxInterval)), kick_(std::move(kick)) {}
+GuestProfiler::GuestProfiler(std::chrono::microseconds interval, std::function<void()> kick,
+                             std::function<bool()> on_thread_start)
+    : interval_(std::clamp(interval, kMinInterval, kMaxInterval)),
+      kick_(std::move(kick)),
+      on_thread_start_(std::move(on_thread_start)) {}
 
 GuestProfiler::~GuestProfiler() {
   stop();
@@ -34,6 +38,10 @@ void GuestProfiler::stop() {
 }
 
 void GuestProfiler::loop() {
+  pthread_setname_np(pthread_self(), "dsec-profiler");
+  if (on_thread_start_ && !on_thread_start_()) {
+    return;
+  }
   std::unique_lock lock(mutex_);
   auto next = std::chrono::steady_clock::now() + interval_;
   while (!wake_.wait_until(lock, next, [this] { return stopping_; })) {

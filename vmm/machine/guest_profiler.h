@@ -29,8 +29,11 @@ class GuestProfiler {
   static constexpr std::chrono::microseconds kMinInterval{100};
   static constexpr std::chrono::microseconds kMaxInterval{1'000'000};
 
-  // `kick` makes every vCPU leave KVM_RUN soon (VcpuThread::kick on each).
-  GuestProfiler(std::chrono::microseconds interval, std::function<void()> kick);
+  // `kick` makes every vCPU leave KVM_RUN soon (VcpuThread::kick on each). The sampling
+  // thread, "dsec-profiler", calls `on_thread_start` first (its seccomp filter goes in
+  // there); if that returns false, it takes no samples.
+  GuestProfiler(std::chrono::microseconds interval, std::function<void()> kick,
+                std::function<bool()> on_thread_start = {});
   GuestProfiler(const GuestProfiler&) = delete;
   GuestProfiler& operator=(const GuestProfiler&) = delete;
   ~GuestProfiler();  // stops
@@ -55,6 +58,7 @@ class GuestProfiler {
 
   const std::chrono::microseconds interval_;
   const std::function<void()> kick_;
+  const std::function<bool()> on_thread_start_;
   std::chrono::steady_clock::time_point start_;
   mutable std::mutex mutex_;  // guards samples_ and stopping_
   std::condition_variable wake_;

@@ -59,6 +59,9 @@ Result<std::pair<kvm::KvmSystem, kvm::Vm>> create_vm(const MachineConfig& config
 
 Result<std::unique_ptr<Machine>> Machine::create(const MachineConfig& config) {
   spdlog::debug("creating the VM");
+  if (config.seccomp.mode != seccomp::Mode::kOff) {
+    seccomp::prepare_process();  // before the loader, the VM's first thread
+  }
   DSEC_TRY(validate(config));
   spdlog::debug("configuration checked");
 
@@ -106,11 +109,14 @@ Machine::Machine(const MachineConfig& config, GuestMemory memory, kvm::KvmSystem
   control_.set_kick([this] { kick_all(); });
   if (!config_.guest_profile_path.empty()) {
     // Only the vCPUs: the console input thread has nothing to sample.
-    profiler_ = std::make_unique<GuestProfiler>(config_.guest_profile_interval, [this] {
-      for (auto& vcpu : vcpus_) {
-        vcpu->kick();
-      }
-    });
+    profiler_ = std::make_unique<GuestProfiler>(
+        config_.guest_profile_interval,
+        [this] {
+          for (auto& vcpu : vcpus_) {
+            vcpu->kick();
+          }
+        },
+        [this] { return install_thread_filter(seccomp::Role::kProfiler).has_value(); });
   }
 }
 
@@ -147,8 +153,8 @@ Status Machine::setup_devices() {
 Status Machine::create_vcpus() {
   for (uint32_t id = 0; id < config_.vcpus; ++id) {
     auto vcpu = DSEC_TRY(vm_.create_vcpu(id));
-    vcpus_.push_back(
-        std::make_unique<VcpuThread>(std::move(vcpu), pio_, mmio_, control_, profiler_.get()));
+    vcpus_.push_back(std::make_unique<VcpuThread>(std::move(vcpu), pio_, mmio_, control_,
+                                                  profiler_.get(), config_.seccomp));
   }
   return ok();
 }
@@ -193,15 +199,18 @@ void Machine::kick_all() {
 }
 
 Status Machine::start() {
-  DSEC_TRY(console_->start(serial_.get()));
+  DSEC_TRY(console_->start(serial_.get(),
+                           [this] { return install_thread_filter(seccomp::Role::kConsoleInput); }));
   if (virtio_) {
-    DSEC_TRY(virtio_->start([this](const Status& result) {
-      if (!result) {
-        // The devices can no longer hear the guest: end the VM rather than hang it.
-        control_.request_exit(
-            {VmExitKind::kVmmError, "the virtio event loop failed: " + result.error().message()});
-      }
-    }));
+    DSEC_TRY(virtio_->start(
+        [this](const Status& result) {
+          if (!result) {
+            // The devices can no longer hear the guest: end the VM rather than hang it.
+            control_.request_exit({VmExitKind::kVmmError,
+                                   "the virtio event loop failed: " + result.error().message()});
+          }
+        },
+        [this] { return install_thread_filter(seccomp::Role::kEventLoop); }));
   }
   if (virtio_ && restored_) {
     // Before the vCPUs run: the driver may have queued work the snapshot's devices never
@@ -217,6 +226,14 @@ Status Machine::start() {
   }
   started_.store(true, std::memory_order_release);
   return ok();
+}
+
+Status Machine::install_thread_filter(seccomp::Role role) {
+  auto filtered = config_.seccomp.apply(role);
+  if (!filtered) {
+    fail_vm(fmt::format("the {} thread: {}", seccomp::role_name(role), filtered.error().message()));
+  }
+  return filtered;
 }
 
 void Machine::pause() {
@@ -247,6 +264,10 @@ void Machine::resume() {
 
 void Machine::stop(std::string why) {
   control_.request_exit({VmExitKind::kStopped, std::move(why)});
+}
+
+void Machine::fail_vm(std::string why) {
+  control_.request_exit({VmExitKind::kVmmError, std::move(why)});
 }
 
 VmExit Machine::wait() {

@@ -95,6 +95,11 @@ class Machine {
   Result<SnapshotFigures> snapshot(const std::string& state_path, const std::string& memory_path);
   // Ends the VM (idempotent). wait() then returns kStopped unless it had ended already.
   void stop(std::string why = "stop requested");
+  // Ends the VM as failed by the VMM (exit status 3): a thread of the VMM cannot do its job.
+  void fail_vm(std::string why);
+  // Installs `role`'s seccomp filter (config().seccomp) in the calling thread, a thread of
+  // this VM's VMM; if it cannot, fails the VM and returns why: the thread must not go on.
+  Status install_thread_filter(seccomp::Role role);
   // Logs where the VM's interrupts stand (each vCPU's and the IOAPIC's, read with the vCPUs
   // parked for a moment) and the state of every virtio device
   // (VirtioDevices::request_state_log, logged from the event loop); any thread.

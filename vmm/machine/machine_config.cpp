@@ -119,8 +119,14 @@ Status validate(const MachineConfig& config, BuildMode mode) {
   }
   if (config.net) {
     const auto& n = *config.net;
-    if (n.tap.empty()) {
-      return fail("--net needs the TAP's name", "give tap=NAME");
+    if (n.tap_fd >= 0 && (!n.tap.empty() || !n.host_cidr.empty())) {
+      return fail("--net fd=" + std::to_string(n.tap_fd) +
+                      " is a TAP handed in: it takes no "
+                      "tap= or host=",
+                  "name and address the TAP where it was opened");
+    }
+    if (n.tap.empty() && n.tap_fd < 0) {
+      return fail("--net needs the TAP's name", "give tap=NAME, or fd=N for a TAP handed in");
     }
     if (n.tap.size() > 15) {
       return fail("--net: TAP name '" + n.tap + "' is longer than 15 bytes");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "vmm/common/error.h"
+#include "vmm/seccomp/policy.h"
 
 namespace dsec::machine {
 
@@ -32,11 +33,15 @@ struct VsockConfig {
   bool operator==(const VsockConfig&) const = default;
 };
 
-// A virtio-net device on a host TAP interface (created if it does not exist).
+// A virtio-net device on a host TAP interface (created if it does not exist), or on a TAP
+// handed in open.
 struct NetConfig {
   std::string tap;        // the TAP interface's name
   std::string host_cidr;  // optional: the host side's IPv4 address, e.g. 10.99.0.1/24
   std::string mac;        // the guest's MAC address; empty: kDefaultGuestMac
+  // A TAP opened by whoever started the VMM (--net fd=N), used instead of `tap`; its
+  // address is theirs to set (host_cidr stays empty).
+  int tap_fd = -1;
 
   static constexpr const char* kDefaultGuestMac = "52:54:00:12:34:56";
   bool operator==(const NetConfig&) const = default;
@@ -72,6 +77,9 @@ struct MachineConfig {
   std::chrono::microseconds guest_profile_interval{1000};
   // When the VMM process started, for the boot-time figures.
   std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
+  // The seccomp filters the VM's threads install (docs/seccomp.md); the host's choice, not
+  // kept in a snapshot.
+  seccomp::Policy seccomp;
 };
 
 // What a config is checked for: a boot (a kernel, its command line) or a restore from a

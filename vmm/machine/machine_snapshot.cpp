@@ -105,8 +105,9 @@ Result<SnapshotFigures> Machine::snapshot(const std::string& state_path,
   const auto t1 = Clock::now();
   figures.devices_quiesced = t1 - t0;
 
-  // Everything else on the event-loop thread, so that no device moves a queue or writes
-  // guest memory while the state and the memory are read.
+  // Everything else on this thread with the event loop parked, so that no device moves a
+  // queue or writes guest memory while the state and the memory are read. Not on the loop
+  // thread itself: its seccomp role (the devices') has no KVM state reads and no files.
   Status result = ok();
   auto save = [&]() -> Status {
     snapshot::StateFileWriter writer;
@@ -138,7 +139,7 @@ Result<SnapshotFigures> Machine::snapshot(const std::string& state_path,
     return ok();
   };
   if (virtio_) {
-    virtio_->run_on_loop([&] { result = save(); });
+    virtio_->run_with_loop_parked([&] { result = save(); });
   } else {
     result = save();
   }
@@ -154,6 +155,9 @@ Result<std::unique_ptr<Machine>> Machine::restore(const std::string& state_path,
                                                   const std::string& memory_path,
                                                   const RestoreOverrides& overrides,
                                                   const MachineConfig& host, bool paused) {
+  if (host.seccomp.mode != seccomp::Mode::kOff) {
+    seccomp::prepare_process();  // before the VM's first thread
+  }
   auto state = DSEC_TRY(read_state(state_path));
   MachineConfig config = DSEC_TRY(apply_overrides(state.config, overrides));
   config.console_output_fd = host.console_output_fd;
@@ -161,6 +165,7 @@ Result<std::unique_ptr<Machine>> Machine::restore(const std::string& state_path,
   config.console_output_limit = host.console_output_limit;
   config.kvm_device = host.kvm_device;
   config.process_start = host.process_start;
+  config.seccomp = host.seccomp;
   DSEC_TRY(validate(config, BuildMode::kRestore));
   if (state.virtio.size() != virtio_devices(config).size()) {
     return fail(fmt::format("snapshot state file {}: {} virtio devices saved, its configuration "

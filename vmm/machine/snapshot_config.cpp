@@ -98,10 +98,16 @@ Result<MachineConfig> apply_overrides(MachineConfig config, const RestoreOverrid
       config.vsock->guest_cid = *o.vsock_guest_cid;
     }
   }
-  if (o.net_tap || o.net_host_cidr || o.net_mac) {
+  if (o.net_tap || o.net_tap_fd || o.net_host_cidr || o.net_mac) {
     if (!config.net) {
       return fail("--net: the snapshot's VM has no network device",
                   "restore it without --net, or snapshot a VM that has one");
+    }
+    if (o.net_tap_fd) {
+      // A TAP handed in replaces the snapshot's by name, and its address is not ours.
+      config.net->tap.clear();
+      config.net->host_cidr.clear();
+      config.net->tap_fd = *o.net_tap_fd;
     }
     config.net->tap = o.net_tap.value_or(config.net->tap);
     config.net->host_cidr = o.net_host_cidr.value_or(config.net->host_cidr);

@@ -24,6 +24,7 @@ struct RestoreOverrides {
   std::optional<std::string> vsock_uds_path;
   std::optional<uint64_t> vsock_guest_cid;
   std::optional<std::string> net_tap;
+  std::optional<int> net_tap_fd;  // a TAP handed in open, instead of the snapshot's by name
   std::optional<std::string> net_host_cidr;
   std::optional<std::string> net_mac;
   // Drive i's file, by position; nullopt or past the end keeps the snapshot's.

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <string>
 #include <type_traits>
 
 #include "vmm/kvm/cpu_state_text.h"
@@ -12,8 +13,13 @@
 namespace dsec::machine {
 
 VcpuThread::VcpuThread(kvm::Vcpu vcpu, const devices::Bus& pio, const devices::Bus& mmio,
-                       RunControl& control, GuestProfiler* profiler)
-    : vcpu_(std::move(vcpu)), pio_(pio), mmio_(mmio), control_(control), profiler_(profiler) {
+                       RunControl& control, GuestProfiler* profiler, seccomp::Policy seccomp)
+    : vcpu_(std::move(vcpu)),
+      pio_(pio),
+      mmio_(mmio),
+      control_(control),
+      profiler_(profiler),
+      seccomp_(seccomp) {
   install_thread_kick_handler();
 }
 
@@ -25,7 +31,13 @@ void VcpuThread::start() {
   thread_ = std::thread([this] {
     handle_.store(pthread_self());
     started_.store(true, std::memory_order_release);
-    loop();
+    const std::string name = "dsec-vcpu" + std::to_string(vcpu_.id());
+    pthread_setname_np(pthread_self(), name.c_str());
+    if (auto filtered = seccomp_.apply(seccomp::Role::kVcpu); !filtered) {
+      control_.request_exit({VmExitKind::kVmmError, name + ": " + filtered.error().message()});
+    } else {
+      loop();
+    }
     control_.thread_exited();
   });
 }

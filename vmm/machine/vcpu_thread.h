@@ -11,14 +11,16 @@
 #include "vmm/kvm/vcpu.h"
 #include "vmm/machine/guest_profiler.h"
 #include "vmm/machine/run_control.h"
+#include "vmm/seccomp/policy.h"
 
 namespace dsec::machine {
 
 class VcpuThread {
  public:
-  // `profiler`, if not null, gets this vCPU's RIP after every kick.
+  // `profiler`, if not null, gets this vCPU's RIP after every kick. The thread, named
+  // "dsec-vcpu<id>", installs the vcpu role's filter of `seccomp` before its first KVM_RUN.
   VcpuThread(kvm::Vcpu vcpu, const devices::Bus& pio, const devices::Bus& mmio, RunControl& control,
-             GuestProfiler* profiler = nullptr);
+             GuestProfiler* profiler = nullptr, seccomp::Policy seccomp = {});
   VcpuThread(const VcpuThread&) = delete;
   VcpuThread& operator=(const VcpuThread&) = delete;
   ~VcpuThread();  // joins
@@ -44,6 +46,7 @@ class VcpuThread {
   const devices::Bus& mmio_;
   RunControl& control_;
   GuestProfiler* const profiler_;
+  const seccomp::Policy seccomp_;
   std::thread thread_;
   std::atomic<pthread_t> handle_{};
   std::atomic<bool> started_{false};

@@ -112,6 +112,7 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
         const auto& n = specs[i].net;
         virtio::TapConfig tap;
         tap.name = n.tap;
+        tap.handed_in_fd = n.tap_fd;
         if (!n.host_cidr.empty()) {
           tap.host_ip = DSEC_TRY(virtio::parse_ipv4_cidr(n.host_cidr));
         }
@@ -177,6 +178,33 @@ void VirtioDevices::run_on_loop(std::function<void()> work) {
   }
   static_cast<void>(posted_event_->signal());
   finished.wait();
+}
+
+void VirtioDevices::run_with_loop_parked(const std::function<void()>& work) {
+  std::promise<void> parked;
+  auto loop_parked = parked.get_future();
+  std::promise<void> done;
+  // Shared: the parked loop thread still holds it as it wakes, after this call returned.
+  std::shared_future<void> work_done = done.get_future().share();
+  bool posted = false;
+  {
+    const std::lock_guard lock(posted_mutex_);
+    if (loop_running_) {
+      waited_.emplace_back([&parked, work_done] {
+        parked.set_value();
+        work_done.wait();
+      });
+      posted = true;
+    }
+  }
+  if (!posted) {
+    work();  // no loop thread: nothing else serves the devices
+    return;
+  }
+  static_cast<void>(posted_event_->signal());
+  loop_parked.wait();
+  work();
+  done.set_value();
 }
 
 void VirtioDevices::log_state() {
@@ -339,12 +367,13 @@ VirtioDevices::~VirtioDevices() {
   transports_.clear();
 }
 
-Status VirtioDevices::start(io::EventLoopThread::ExitHandler on_exit) {
+Status VirtioDevices::start(io::EventLoopThread::ExitHandler on_exit,
+                            io::EventLoopThread::ThreadStart setup) {
   {
     const std::lock_guard lock(posted_mutex_);
     loop_running_ = true;
   }
-  auto started = loop_thread_.start(std::move(on_exit));
+  auto started = loop_thread_.start(std::move(on_exit), std::move(setup));
   if (!started) {
     static_cast<void>(stop());
   }

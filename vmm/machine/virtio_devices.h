@@ -58,8 +58,9 @@ class VirtioDevices {
   // Stops the event-loop thread, then unregisters the ioeventfds and irqfds.
   ~VirtioDevices();
 
-  // Starts the event-loop thread; `on_exit` as for io::EventLoopThread::start().
-  Status start(io::EventLoopThread::ExitHandler on_exit = {});
+  // Starts the event-loop thread; `on_exit` and `setup` as for io::EventLoopThread::start().
+  Status start(io::EventLoopThread::ExitHandler on_exit = {},
+               io::EventLoopThread::ThreadStart setup = {});
   // Stops and joins the event-loop thread: no notification reaches a device after this.
   Status stop();
 
@@ -73,6 +74,12 @@ class VirtioDevices {
   // for it; runs it at once while the loop thread is not running, and on the stopping
   // thread if the loop stops first. Any thread but the loop's.
   void run_on_loop(std::function<void()> work);
+  // Runs `work` on the calling thread while the event-loop thread waits, parked between two
+  // pieces of device work, for it to finish: no device moves meanwhile, yet the work is
+  // not the loop thread's (a snapshot's KVM state and files stay out of its seccomp
+  // role). As run_on_loop() when the loop is not running or stops first. Any thread but
+  // the loop's.
+  void run_with_loop_parked(const std::function<void()>& work);
 
   // Snapshots, with the vCPUs parked. quiesce() brings every device to rest
   // (VirtioDevice::quiesce), letting the loop turn until they are, for at most `timeout`.
@@ -82,8 +89,8 @@ class VirtioDevices {
     std::vector<uint8_t> transport;
     std::vector<uint8_t> device;
   };
-  // Every slot's state, in slot order; on the loop thread (inside run_on_loop) or while
-  // the loop is not running.
+  // Every slot's state, in slot order; on the loop thread (inside run_on_loop), with it
+  // parked (run_with_loop_parked) or while it is not running.
   std::vector<SlotState> save() const;
   // Before start(), on devices created from the snapshot's configuration: each device
   // takes its state (and checks it still fits), then its transport, which reactivates it.

@@ -227,7 +227,13 @@ bool VirtioBlock::Core::submit(std::unique_ptr<InFlight> op) {
 void VirtioBlock::Core::on_complete(std::unique_ptr<InFlight> op, int32_t result) {
   --in_flight;
   if (op->generation != generation || queue == nullptr) {
-    return;  // the device was reset (or destroyed) since: the queue is no longer ours
+    // The device was reset (or destroyed) since: the queue is no longer this request's.
+    // Its place in flight is free all the same, and the activation after the reset may
+    // have left chains in the ring at kMaxInFlight, waiting for it.
+    if (throttled && process_queue()) {
+      signal_if_wanted();
+    }
+    return;
   }
   bool returned = false;
   const bool moves_data = op->type != kBlkTypeFlush;

@@ -54,6 +54,9 @@ Result<Ipv4Cidr> parse_ipv4_cidr(const std::string& text) {
 }
 
 Result<Tap> Tap::open(const TapConfig& config) {
+  if (config.handed_in_fd >= 0) {
+    return adopt(config.handed_in_fd);
+  }
   if (config.name.size() >= IFNAMSIZ) {
     return fail("TAP name '" + config.name + "' is longer than " + std::to_string(IFNAMSIZ - 1) +
                 " bytes");
@@ -66,8 +69,9 @@ Result<Tap> Tap::open(const TapConfig& config) {
   ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
   std::strncpy(ifr.ifr_name, config.name.c_str(), IFNAMSIZ - 1);
   if (::ioctl(fd.get(), TUNSETIFF, &ifr) != 0) {
-    return fail_errno("/dev/net/tun: TUNSETIFF " + (config.name.empty() ? "(new TAP)" : config.name),
-                      errno, kPrivilegeHint);
+    return fail_errno(
+        "/dev/net/tun: TUNSETIFF " + (config.name.empty() ? "(new TAP)" : config.name), errno,
+        kPrivilegeHint);
   }
   std::string name(ifr.ifr_name, ::strnlen(ifr.ifr_name, IFNAMSIZ));
   if (config.host_ip) {
@@ -90,6 +94,28 @@ Result<Tap> Tap::open(const TapConfig& config) {
     }
   }
   return Tap(std::move(fd), std::move(name));
+}
+
+Result<Tap> Tap::adopt(int fd) {
+  const std::string what = "--net fd=" + std::to_string(fd);
+  ifreq ifr{};
+  if (::ioctl(fd, TUNGETIFF, &ifr) != 0) {
+    return fail_errno(what + ": TUNGETIFF", errno,
+                      "hand in a descriptor of /dev/net/tun attached to a TAP (TUNSETIFF)");
+  }
+  if ((ifr.ifr_flags & (IFF_TAP | IFF_TUN)) != IFF_TAP || (ifr.ifr_flags & IFF_NO_PI) == 0) {
+    return fail(what + " is not a TAP without packet information",
+                "attach it with IFF_TAP | IFF_NO_PI");
+  }
+  UniqueFd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!own) {
+    return fail_errno(what + ": dup", errno);
+  }
+  const int flags = ::fcntl(own.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(own.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+    return fail_errno(what + ": O_NONBLOCK", errno);
+  }
+  return Tap(std::move(own), std::string(ifr.ifr_name, ::strnlen(ifr.ifr_name, IFNAMSIZ)));
 }
 
 }  // namespace dsec::virtio

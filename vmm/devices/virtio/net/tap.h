@@ -25,6 +25,7 @@ Result<Ipv4Cidr> parse_ipv4_cidr(const std::string& text);
 struct TapConfig {
   std::string name;                 // empty: the kernel picks one (tapN)
   std::optional<Ipv4Cidr> host_ip;  // set on the interface, which is then brought up
+  int handed_in_fd = -1;            // a TAP already open: Tap::adopt, instead of `name`
 
   bool operator==(const TapConfig&) const = default;
 };
@@ -33,8 +34,13 @@ class Tap {
  public:
   // Opens /dev/net/tun and attaches to (or creates) the TAP `config.name`; with host_ip,
   // gives the interface that address and brings it up. Needs CAP_NET_ADMIN unless the
-  // interface exists and belongs to the caller.
+  // interface exists and belongs to the caller. With handed_in_fd: adopt(handed_in_fd).
   static Result<Tap> open(const TapConfig& config);
+
+  // A TAP opened by someone else and handed to this process as `fd` (a jailed VMM's TAP,
+  // which lives in the host's network namespace): checked to be a TAP without packet
+  // information, made non-blocking, and duplicated (`fd` stays the caller's).
+  static Result<Tap> adopt(int fd);
 
   int fd() const { return fd_.get(); }
   const std::string& name() const { return name_; }

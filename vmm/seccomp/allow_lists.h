@@ -1,0 +1,38 @@
+// What each thread role may ask of the kernel: its seccomp allow list, as data
+// (allow_lists.cpp, the one place to review them; docs/seccomp.md says why each is there).
+// Everything a list does not allow is a violation (filter.h).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "vmm/seccomp/role.h"
+
+namespace dsec::seccomp {
+
+// (argument `arg` & mask) == value, with the argument as the kernel sees it (64 bits).
+struct ArgCondition {
+  unsigned arg = 0;
+  uint64_t mask = 0;
+  uint64_t value = 0;
+
+  bool operator==(const ArgCondition&) const = default;
+};
+
+// One allowed form of a system call: the call, by libseccomp's name, and up to two
+// conditions on its arguments, both of which must hold. A call may have several rules:
+// any one that matches allows it.
+struct SyscallRule {
+  std::string_view syscall;
+  std::vector<ArgCondition> conditions;
+
+  bool operator==(const SyscallRule&) const = default;
+};
+
+// The role's allow list. It names this process's id and the vCPU kick signal (a thread
+// may signal only its own process's threads), so it is made at run time, for the calling
+// process.
+std::vector<SyscallRule> allow_list(Role role);
+
+}  // namespace dsec::seccomp
