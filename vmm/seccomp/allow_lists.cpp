@@ -177,7 +177,8 @@ std::vector<SyscallRule> vcpu() {
   append(rules, kick_vcpus());
   append(rules, {
                     ioctl(KVM_RUN),
-                    // the UART's interrupt line (its output goes to the console fd by write)
+                    // the UART's interrupt line (its output goes to the console's buffer; an
+                    // eventfd write wakes the console thread)
                     ioctl(KVM_IRQ_LINE),
                     // a sample of --profile-guest; a triple fault's registers
                     ioctl(KVM_GET_REGS),
@@ -215,6 +216,8 @@ std::vector<SyscallRule> io() {
 std::vector<SyscallRule> console() {
   std::vector<SyscallRule> rules = every_thread();
   append(rules, {
+                    // the output fd, the input fd and the wake eventfd (write: the output
+                    // fd in pieces, every role has it)
                     allow("poll"),
                     allow("read"),
                     // the UART's interrupt line, raised when input arrives
