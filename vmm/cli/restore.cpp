@@ -84,8 +84,7 @@ int restore_vm(const RestoreOptions& options, jail::JailedProcess* jailed,
   }
   auto seccomp = seccomp::policy_for(options.seccomp);
   if (!seccomp) {
-    (void)std::fprintf(stderr, "dsec-vmm restore: %s
-", seccomp.error().message().c_str());
+    (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", seccomp.error().message().c_str());
     return 1;
   }
   host.seccomp = *seccomp;
