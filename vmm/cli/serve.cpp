@@ -22,30 +22,25 @@ using Clock = std::chrono::steady_clock;
 
 struct ServeCommandOptions {
   ApiOptions api;
-  std::string console;
+  ConsoleOptions console;
   double agent_timeout_s = 30;
   seccomp::Mode seccomp = seccomp::Mode::kOn;
 };
 
 int serve_main(const ServeCommandOptions& options, Clock::time_point process_start) {
-  auto console = open_console(options.console);
+  api::MachineBackend::LoadSettings settings;
+  settings.host.process_start = process_start;
+  auto console = open_console(options.console, settings.host, true);
   if (!console) {
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", console.error().message().c_str());
     return 1;
   }
-  api::MachineBackend::LoadSettings settings;
-  settings.host.process_start = process_start;
   auto seccomp = seccomp::policy_for(options.seccomp);
   if (!seccomp) {
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", seccomp.error().message().c_str());
     return 1;
   }
   settings.host.seccomp = *seccomp;
-  if (*console) {
-    settings.host.console_output_fd = console->get();
-  }
-  settings.host.console_input_fd =
-      ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
   settings.agent_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.agent_timeout_s * 1000));
 
@@ -123,7 +118,7 @@ void add_serve_command(CLI::App& app, CommandAction& action, Clock::time_point p
   options->api.id = api::ApiService::kDefaultInstanceId;
   serve->add_option("--id", options->api.id, "The instance id the API reports (GET /)")
       ->capture_default_str();
-  serve->add_option("--console", options->console, "Write the guest's console to this file");
+  add_console_options(*serve, options->console);
   add_seccomp_option(*serve, options->seccomp);
   serve
       ->add_option("--agent-timeout", options->agent_timeout_s,
