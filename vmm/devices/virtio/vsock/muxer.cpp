@@ -144,6 +144,8 @@ void Muxer::on_guest_packet(GuestMemory& memory, const TxPacket& packet) {
       {
         const std::string ok = "OK " + std::to_string(e.conn.local_port()) + "\n";
         if (!reserve_tx(e, ok.size())) {
+          spdlog::warn("vsock: no room for the OK line of a host connection to guest port {}",
+                       h.src_port);
           kill(e);
           break;
         }
@@ -183,6 +185,9 @@ void Muxer::on_guest_packet(GuestMemory& memory, const TxPacket& packet) {
       }
       break;
     case kOpRst:
+      if (e.conn.state() == ConnectionState::kLocalInit && log_limiter_.allow()) {
+        spdlog::info("vsock: the guest refused a host connection to its port {} (RST)", h.src_port);
+      }
       drop_host(e);
       e.conn.close();
       break;
@@ -496,6 +501,10 @@ Result<uint32_t> Muxer::fill_rx(GuestMemory& memory, const DescriptorChain& chai
     pending_resets_.pop_front();
     return write_rx_packet(memory, chain, reset, {});
   }
+  // Each stream is served at most once per buffer: one that still wants the guest but
+  // could put nothing in this buffer (its payload room is 0 bytes) waits for the next.
+  std::vector<uint64_t> again;
+  Result<uint32_t> written = 0;
   while (!rx_fifo_.empty()) {
     const uint64_t id = rx_fifo_.front();
     rx_fifo_.pop_front();
@@ -503,19 +512,20 @@ Result<uint32_t> Muxer::fill_rx(GuestMemory& memory, const DescriptorChain& chai
     if (e == nullptr) {
       continue;
     }
-    e->in_rx_fifo = false;
-    auto written = serve(*e, memory, chain, capacity);
+    written = serve(*e, memory, chain, capacity);
     if (wants_rx(*e)) {
-      enqueue(*e);
+      again.push_back(id);  // still in the fifo
     } else {
+      e->in_rx_fifo = false;
       update_watch(*e);
       finish_if_done(*e);
     }
     if (!written || *written != 0) {
-      return written;
+      break;
     }
   }
-  return 0;
+  rx_fifo_.insert(rx_fifo_.end(), again.begin(), again.end());
+  return written;
 }
 
 Result<uint32_t> Muxer::serve(Entry& e, GuestMemory& memory, const DescriptorChain& chain,
