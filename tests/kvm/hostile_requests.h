@@ -156,15 +156,15 @@ inline void vsock_post_rx(Driver& vsock) {
 inline void vsock_send(Driver& vsock, const VsockPacket& packet) {
   vsock.send_readable(kVsockTx, packet.bytes());
 }
-// Waits for an rx buffer holding a packet `op` on the stream between `guest_port` and the
-// host's `host_port`; for RW, of any length.
+// Waits for an rx buffer holding a packet `op` of `type` (1: stream) between `guest_port`
+// and the host's `host_port`; for RW, of any length.
 inline void vsock_wait_rx(Driver& vsock, uint16_t op, uint32_t guest_port,
-                          uint32_t host_port = kListeningPort) {
+                          uint32_t host_port = kListeningPort, uint16_t type = 1) {
   // Bytes 16-31 of the header: src_port, dst_port; len, type, op.
   vsock.script().wait_any16(vsock_rx_buffer(vsock, 0) + 16, kRxBuffers, kRxBufferSize,
                             {.value = host_port | uint64_t{guest_port} << 32,
                              .mask = kAllBits,
-                             .value_hi = uint64_t{1} << 32 | uint64_t{op} << 48,
+                             .value_hi = uint64_t{type} << 32 | uint64_t{op} << 48,
                              .mask_hi = op == kVsockRw ? 0xffffffff'00000000ULL : kAllBits});
 }
 // The rx used idx, counted from the last init, reaches `count` (an exact count: the wait

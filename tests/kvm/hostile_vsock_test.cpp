@@ -1,8 +1,9 @@
 // The hostile guest against virtio-vsock (virtio 1.2, 5.10.6): packets whose header lies
 // about the payload or the addresses, unknown types and ops, data beyond the credit the
 // host gave, credit that lies (a huge buffer, a fwd_cnt ahead of what was sent), floods of
-// requests, credit requests and connections, and rx buffers the device cannot use. The
-// device drops or resets what is wrong and keeps serving, without a device reset.
+// requests, credit requests and connections, and rx buffers the device cannot use or that
+// hold a header and nothing more. The device drops or resets what is wrong and keeps
+// serving, without a device reset.
 #include <gtest/gtest.h>
 
 #include "tests/kvm/hostile_attacks.h"
@@ -79,11 +80,11 @@ TEST(HostileVsock, LyingHeadersAreDroppedOrReset) {
     s.label("a header split over three descriptors is a header");
     send_split(v, packet(kVsockRequest, 1005).bytes(), {1, 30, 13});
     vsock_wait_rx(v, kVsockResponse, 1005);
-    s.label("a SEQPACKET request is refused");
+    s.label("a SEQPACKET request is refused, by a RST of its type");
     p = packet(kVsockRequest, 1006);
     p.type = 2;
     vsock_send(v, p);
-    vsock_wait_rx(v, kVsockRst, 1006);
+    vsock_wait_rx(v, kVsockRst, 1006, kListeningPort, 2);
     for (uint16_t op : {uint16_t{kVsockRw}, uint16_t{kVsockShutdown}, uint16_t{0x63}}) {
       s.label("op " + std::to_string(op) + " on no stream gets a RST");
       vsock_send(v, packet(op, 1010 + op));
@@ -208,6 +209,28 @@ TEST(HostileVsock, UnusableRxBuffersComeBackEmpty) {
     };
     unusable("an rx buffer the device may only read", kRxBufferSize, 0);
     unusable("an rx buffer shorter than a header", 43, kWrite);
+
+    s.label("an rx buffer with room for a header only, while the host's data is owed");
+    v.init();
+    v.desc(kVsockRx, 0, vsock_rx_buffer(v, 0), 44, kWrite);
+    v.publish(kVsockRx, 0);
+    v.notify(kVsockRx);
+    vsock_send(v, packet(kVsockRequest, 1402, kGreetingPort));
+    vsock_wait_rx_used(v, 1);  // the RESPONSE fits
+    v.desc(kVsockRx, 1, vsock_rx_buffer(v, 1), 44, kWrite);
+    v.publish(kVsockRx, 1);
+    v.notify(kVsockRx);
+    s.delay(100);
+    vsock_wait_rx_used(v, 1);  // the greeting does not: the device keeps the buffer
+    s.label("a RST fits in it, and the greeting goes into the next full buffer");
+    vsock_send(v, packet(kVsockRequest, 1403, kClosedPort));
+    vsock_wait_rx_used(v, 2);
+    for (uint16_t i = 2; i < kRxBuffers; ++i) {
+      v.desc(kVsockRx, i, vsock_rx_buffer(v, i), kRxBufferSize, kWrite);
+      v.publish(kVsockRx, i);
+    }
+    v.notify(kVsockRx);
+    vsock_wait_rx(v, kVsockRw, 1402, kGreetingPort);
   });
 }
 
