@@ -79,7 +79,7 @@ void Muxer::on_host_connect(UniqueFd socket, uint32_t port) {
       add_entry(Connection(guest_cid_, allocate_local_port(), port, ConnectionState::kLocalInit),
                 std::move(socket));
   e.conn.queue_control(kOpRequest);
-  arm_kill_timer(e);
+  arm_kill_timer(e, kConnectTimeout);
   enqueue(e);
 }
 
@@ -106,8 +106,15 @@ void Muxer::on_kill_timer(uint64_t id) {
     return;
   }
   e->kill_timer.reset();  // it fired: nothing to cancel
-  if (e->conn.state() == ConnectionState::kLocalInit ||
-      e->conn.state() == ConnectionState::kClosing) {
+  if (e->conn.state() == ConnectionState::kLocalInit) {
+    if (log_limiter_.allow()) {
+      spdlog::info(
+          "vsock: the guest did not answer a host connection to its port {} within {} ms; "
+          "closing it",
+          e->conn.peer_port(), kConnectTimeout.count());
+    }
+    kill(*e);
+  } else if (e->conn.state() == ConnectionState::kClosing) {
     kill(*e);
   }
 }
@@ -412,12 +419,12 @@ void Muxer::drop_host(Entry& e) {
   e.host_readable = false;
 }
 
-void Muxer::arm_kill_timer(Entry& e) {
+void Muxer::arm_kill_timer(Entry& e, std::chrono::milliseconds after) {
   if (e.kill_timer) {
     return;
   }
-  auto timer = loop_.add_timer(kKillTimeout,
-                               [this, id = e.id] { locked([this, id] { on_kill_timer(id); }); });
+  auto timer =
+      loop_.add_timer(after, [this, id = e.id] { locked([this, id] { on_kill_timer(id); }); });
   if (timer) {
     e.kill_timer = *timer;
   }
@@ -556,7 +563,7 @@ Result<uint32_t> Muxer::serve(Entry& e, GuestMemory& memory, const DescriptorCha
       e.host_readable = false;
       e.conn.start_closing();
       drop_host(e);
-      arm_kill_timer(e);
+      arm_kill_timer(e, kKillTimeout);
       continue;
     }
     const auto len = static_cast<uint32_t>(n);

@@ -47,9 +47,13 @@ class Muxer {
   // the total past this resets its stream instead: a guest whose host peers stop reading
   // makes the VMM hold this much, not kMaxConnections times kBufAlloc.
   static constexpr size_t kMaxBufferedForHosts = size_t{8} << 20;
-  // How long the guest has to answer our REQUEST, or our SHUTDOWN with RST (Firecracker's
-  // figure), before the stream is reset.
+  // How long the guest has to answer our SHUTDOWN with RST (Firecracker's figure) before
+  // the stream is reset.
   static constexpr std::chrono::milliseconds kKillTimeout{2000};
+  // How long the guest has to accept or refuse a host connection (our REQUEST) before the
+  // host socket is closed. Longer than Firecracker's 2 s: a guest whose vCPUs get little
+  // of a loaded host's CPU can take longer, and the host's client bounds its own wait.
+  static constexpr std::chrono::milliseconds kConnectTimeout{10000};
   // First port of host-initiated streams, as Firecracker: far above the ports guest
   // services listen on.
   static constexpr uint32_t kFirstLocalPort = uint32_t{1} << 30;
@@ -141,7 +145,7 @@ class Muxer {
   void flush_tx(Entry& e);
   void kill(Entry& e);  // owe RST, close the host socket
   void drop_host(Entry& e);
-  void arm_kill_timer(Entry& e);
+  void arm_kill_timer(Entry& e, std::chrono::milliseconds after);
   void update_watch(Entry& e);
   // Whether e owes the guest a packet it can send now.
   static bool wants_rx(const Entry& e);
