@@ -67,6 +67,7 @@ class DSEC_SDK_API Sandbox {
   // entropy and clock and answers.
   static Result<Sandbox> restore(const RestoreOptions& options);
 
+  // A moved-from Sandbox may only be assigned to or destroyed.
   Sandbox(Sandbox&&) noexcept;
   Sandbox& operator=(Sandbox&&) noexcept;
   Sandbox(const Sandbox&) = delete;
