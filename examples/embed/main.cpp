@@ -1,7 +1,7 @@
 // What an orchestrator does with dsec-vmm's library: boot a sandbox, run a command in it,
-// move a file in and out, snapshot it once set up (a warm image), and start a clone of
-// that snapshot. Every sandbox is its own dsec-vmm process; each Sandbox object stops its
-// VMM and removes its files when it goes.
+// move a file in and out, bound what a command may write, pause and resume it, snapshot it
+// once set up (a warm image), and start a clone of that snapshot. Every sandbox is its own
+// dsec-vmm process; each Sandbox object stops its VMM and removes its files when it goes.
 //
 //   embed-example KERNEL INITRD WORK_DIR
 //
@@ -98,12 +98,29 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // What a sandbox writes is bounded: past the limit the exec fails, and the sandbox serves
+  // the next one.
+  auto flood = sandbox->client().exec({.argv = {"head", "-c", "4194304", "/dev/zero"}},
+                                      /*max_output_bytes=*/size_t{1} << 20);
+  if (flood || flood.error().code() != dsec::sdk::ErrorCode::kOutputLimit) {
+    std::fprintf(stderr, "embed-example: 4 MiB of output passed a 1 MiB limit\n");
+    return 1;
+  }
+  std::printf("a command writing 4 MiB with a 1 MiB limit: %s\n", flood.error().message().c_str());
+
   // Set the sandbox up once, snapshot it: a warm image that clones start from.
   if (auto setup = run(*sandbox, "echo set up before the snapshot >/tmp/warm"); !setup) {
     return failed("exec", setup.error());
   }
   const std::string snapshot = work + "/warm";
   start = Clock::now();
+  if (auto paused = sandbox->client().pause(); !paused) {
+    return failed("pause", paused.error());
+  }
+  if (auto resumed = sandbox->client().resume(); !resumed) {
+    return failed("resume", resumed.error());
+  }
+  std::printf("paused and resumed the sandbox\n");
   if (auto made = sandbox->client().snapshot(snapshot); !made) {
     return failed("snapshot", made.error());
   }

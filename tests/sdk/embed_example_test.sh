@@ -46,7 +46,8 @@ status=0
   exit $rc' _ "$example" "$image/kernel" "$image/initrd" >"$scratch/run.log" 2>&1 || status=$?
 cat "$scratch/run.log"
 [[ $status == 0 ]] || { echo "FAIL: embed-example exited with status $status"; exit 1; }
-for expected in "booted a sandbox" "Linux" "HELLO FROM THE HOST" "snapshot written" \
+for expected in "booted a sandbox" "Linux" "HELLO FROM THE HOST" "with a 1 MiB limit: the command wrote more" \
+  "paused and resumed" "snapshot written" \
   "first sandbox stopped (VMM exit status 0)" "restored a clone" "done: the clone has"; do
   grep -qF "$expected" "$scratch/run.log" || { echo "FAIL: no '$expected' in its output"; exit 1; }
 done
