@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tests/support/fake_vm_backend.h"
+#include "tests/support/open_fds.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -28,11 +29,6 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
-
-size_t open_fds() {
-  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
-                                           std::filesystem::directory_iterator()));
-}
 
 class ApiServerTest : public ::testing::Test {
  protected:
@@ -137,7 +133,7 @@ TEST_F(ApiServerTest, ASecondServerOnALiveSocketIsRefused) {
 TEST_F(ApiServerTest, StopRemovesTheSocketAndLeavesNoFd) {
   server_->stop();
   EXPECT_FALSE(std::filesystem::exists(socket_));
-  const size_t before = open_fds();
+  const size_t before = test::open_fd_count();
   for (int i = 0; i < 3; ++i) {
     auto server =
         ApiServer::start(socket_, [this](const HttpRequest& r) { return api_.handle(r); });
@@ -146,7 +142,7 @@ TEST_F(ApiServerTest, StopRemovesTheSocketAndLeavesNoFd) {
     auto idle = io::connect_unix(socket_);  // a client still connected at the stop
     ASSERT_TRUE(idle);
   }
-  EXPECT_EQ(open_fds(), before);
+  EXPECT_EQ(test::open_fd_count(), before);
   EXPECT_FALSE(std::filesystem::exists(socket_));
   const auto gone = client_.get("/");
   ASSERT_FALSE(gone);

@@ -408,4 +408,13 @@ Result<FileInfo> AgentClient::read_file(const std::string& guest_path, const Sin
   return info;
 }
 
+AgentClient vsock_uds_client(const std::string& uds_path,
+                             std::chrono::milliseconds answer_timeout) {
+  return AgentClient(
+      [uds_path, answer_timeout] {
+        return connect_vsock_uds(uds_path, kAgentPort, answer_timeout);
+      },
+      answer_timeout);
+}
+
 }  // namespace dsec::agent

@@ -76,4 +76,9 @@ class AgentClient {
   uint32_t next_id_ = 1;
 };
 
+// A client of the agent behind a VM's vsock Unix socket (its --vsock), each connection and
+// each step of a request within `answer_timeout`.
+AgentClient vsock_uds_client(const std::string& uds_path,
+                             std::chrono::milliseconds answer_timeout = kDefaultAnswerTimeout);
+
 }  // namespace dsec::agent

@@ -6,11 +6,18 @@
 #include <cerrno>
 
 #include "vmm/common/atomic_file.h"
+#include "vmm/common/file.h"
 
 namespace dsec::agent {
 
 mode_t host_file_mode(uint32_t guest_mode, mode_t umask) {
   return static_cast<mode_t>(guest_mode) & 0777 & ~umask;
+}
+
+Status copy_into_guest(AgentClient& client, const std::string& host_path,
+                       const std::string& guest_path) {
+  const auto file = DSEC_TRY(open_regular_file(host_path));
+  return client.write_file(file.fd.get(), file.size, guest_path, file.mode);
 }
 
 Result<FileInfo> copy_out_of_guest(AgentClient& client, const std::string& guest_path,

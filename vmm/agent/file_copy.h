@@ -1,5 +1,6 @@
-// Files copied out of a guest onto the host (`dsec-vmm cp vm:PATH HOST`), which treats all
-// the guest says as hostile: the mode it gives, the size it announces, the bytes it sends.
+// Files copied into a guest and out of it onto the host (`dsec-vmm cp`, the embedding
+// library). Out of it, all the guest says is hostile: the mode it gives, the size it
+// announces, the bytes it sends.
 #pragma once
 
 #include <sys/types.h>
@@ -16,6 +17,11 @@ namespace dsec::agent {
 // write and execute bits for owner, group and others, less `umask`; never setuid, setgid
 // or sticky, whatever the guest said.
 mode_t host_file_mode(uint32_t guest_mode, mode_t umask);
+
+// Copies the regular file `host_path` into the guest as `guest_path`, with its permission
+// bits.
+Status copy_into_guest(AgentClient& client, const std::string& host_path,
+                       const std::string& guest_path);
 
 // Copies `guest_path` out of the guest to `host_path`. The bytes go to a temporary file
 // beside host_path; the guest may send no more than the size it announced (a frame past it

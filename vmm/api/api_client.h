@@ -35,6 +35,8 @@ class ApiClient {
   // fault_message.
   Status send(std::string_view method, std::string_view path, const nlohmann::json& body) const;
 
+  const std::string& socket_path() const { return socket_path_; }
+
  private:
   std::string socket_path_;
   std::chrono::milliseconds timeout_;

@@ -1,13 +1,11 @@
 // `dsec-vmm exec` and `dsec-vmm cp`: run a command in a sandbox and move files in and out,
 // through the guest agent (docs/agent-protocol.md) behind the VM's vsock Unix socket.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,10 +24,8 @@ constexpr int kExitTimedOut = 124;
 constexpr int kExitAgentError = 125;
 
 agent::AgentClient client_for(const std::string& vsock, double answer_timeout_s) {
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(answer_timeout_s * 1000));
-  return agent::AgentClient(
-      [vsock, timeout] { return agent::connect_vsock_uds(vsock, agent::kAgentPort, timeout); },
-      timeout);
+  return agent::vsock_uds_client(
+      vsock, std::chrono::milliseconds(static_cast<int64_t>(answer_timeout_s * 1000)));
 }
 
 // Default of --answer-timeout, in seconds.
@@ -130,15 +126,7 @@ int cp_main(const CpOptions& o) {
   }
   auto client = client_for(o.vsock, o.answer_timeout_s);
   if (into_guest) {
-    const UniqueFd in(::open(o.source.c_str(), O_RDONLY | O_CLOEXEC));
-    struct stat st {};
-    if (!in || ::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      (void)std::fprintf(stderr, "dsec-vmm cp: cannot read %s: %s\n", o.source.c_str(),
-                         in ? "not a regular file" : std::strerror(errno));
-      return 1;
-    }
-    auto s = client.write_file(in.get(), static_cast<uint64_t>(st.st_size),
-                               o.destination.substr(kGuestPrefix.size()), st.st_mode & 07777U);
+    auto s = agent::copy_into_guest(client, o.source, o.destination.substr(kGuestPrefix.size()));
     if (!s) {
       (void)std::fprintf(stderr, "dsec-vmm cp: %s\n", s.error().message().c_str());
       return 1;

@@ -2,12 +2,11 @@
 // socket (docs/api.md). create writes the snapshot directory `dsec-vmm restore` reads.
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 
 #include "vmm/api/api_client.h"
+#include "vmm/api/vm_control.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
-#include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::cli {
 namespace {
@@ -24,37 +23,8 @@ api::ApiClient client_of(const SnapshotOptions& o) {
                         std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
 }
 
-Status set_state(const api::ApiClient& client, const char* state) {
-  return client.send("PATCH", "/vm", {{"state", state}});
-}
-
 Status create(const SnapshotOptions& o) {
-  const auto client = client_of(o);
-  const auto info = DSEC_TRY(client.get("/"));
-  const auto state = info.value("state", std::string());
-  if (state != "Running" && state != "Paused") {
-    return fail("the VMM on " + o.api_socket + " has no VM to snapshot (state: " + state + ")");
-  }
-  // The VMM writes the files: it needs the directory, by a path that does not depend on
-  // its working directory.
-  std::error_code ec;
-  const auto dir = std::filesystem::absolute(o.out, ec);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return fail("cannot create --out " + o.out + ": " + ec.message());
-  }
-  if (state == "Running") {
-    DSEC_TRY(set_state(client, "Paused"));
-  }
-  const auto files = snapshot::snapshot_files(dir);
-  const auto created = client.send(
-      "PUT", "/snapshot/create",
-      {{"snapshot_type", "Full"}, {"snapshot_path", files.state}, {"mem_file_path", files.memory}});
-  // A failed snapshot leaves the VM as it found it; --resume asks for a running VM anyway.
-  if (o.resume || (!created && state == "Running")) {
-    DSEC_TRY(set_state(client, "Resumed"));
-  }
-  DSEC_TRY(created);
+  const auto dir = DSEC_TRY(api::create_snapshot(client_of(o), o.out, o.resume));
   std::printf("%s\n", dir.c_str());
   return ok();
 }
@@ -105,12 +75,12 @@ void add_snapshot_command(CLI::App& app, CommandAction& action) {
   CLI::App* pause = snapshot->add_subcommand("pause", "Pause the VM (PATCH /vm Paused)");
   add_socket_option(*pause, *options);
   pause->callback([&action, options] {
-    action = [options] { return report("pause", set_state(client_of(*options), "Paused")); };
+    action = [options] { return report("pause", api::pause_vm(client_of(*options))); };
   });
   CLI::App* resume = snapshot->add_subcommand("resume", "Resume the VM (PATCH /vm Resumed)");
   add_socket_option(*resume, *options);
   resume->callback([&action, options] {
-    action = [options] { return report("resume", set_state(client_of(*options), "Resumed")); };
+    action = [options] { return report("resume", api::resume_vm(client_of(*options))); };
   });
 }
 

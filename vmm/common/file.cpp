@@ -23,7 +23,7 @@ Result<OpenFile> open_regular_file(const std::string& path) {
   if (!S_ISREG(st.st_mode)) {
     return fail(path + " is not a regular file");
   }
-  return OpenFile{std::move(fd), static_cast<uint64_t>(st.st_size)};
+  return OpenFile{std::move(fd), static_cast<uint64_t>(st.st_size), st.st_mode & 07777U};
 }
 
 Status read_exact(int fd, uint64_t offset, std::span<uint8_t> out, const std::string& path) {

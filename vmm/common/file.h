@@ -11,10 +11,11 @@
 
 namespace dsec {
 
-// An open regular file and its size.
+// An open regular file, its size and its permission bits.
 struct OpenFile {
   UniqueFd fd;
   uint64_t size = 0;
+  uint32_t mode = 0;  // st_mode & 07777
 };
 
 // Opens `path` read-only; fails if it is not a regular file.

@@ -1,0 +1,151 @@
+#include "dsec/sandbox_client.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "sdk/error_mapping.h"
+#include "sdk/host_files.h"
+#include "vmm/agent/client.h"
+#include "vmm/agent/file_copy.h"
+#include "vmm/api/api_client.h"
+#include "vmm/api/vm_control.h"
+
+namespace dsec::sdk {
+namespace {
+
+using detail::with_code;
+
+agent::ExecRequest agent_request(const ExecRequest& request) {
+  return {.argv = request.argv,
+          .env = request.env,
+          .cwd = request.cwd,
+          .timeout_ms = static_cast<uint32_t>(request.timeout.count()),
+          .stdin_open = request.stdin_open};
+}
+
+ExitStatus exit_status_of(const agent::ExitStatus& status) {
+  switch (status.kind) {
+    case agent::ExitStatus::Kind::kExited:
+      return {ExitStatus::Kind::kExited, status.code};
+    case agent::ExitStatus::Kind::kSignaled:
+      return {ExitStatus::Kind::kSignaled, status.code};
+    case agent::ExitStatus::Kind::kTimedOut:
+      return {ExitStatus::Kind::kTimedOut, status.code};
+  }
+  return {ExitStatus::Kind::kExited, status.code};
+}
+
+std::string_view as_text(std::span<const uint8_t> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};  // NOLINT: bytes as text
+}
+
+std::span<const uint8_t> stdin_bytes(const ExecRequest& request) {
+  return {reinterpret_cast<const uint8_t*>(request.stdin_data.data()),  // NOLINT: text as bytes
+          request.stdin_data.size()};
+}
+
+Status check_request(const ExecRequest& request) {
+  if (request.argv.empty()) {
+    return std::unexpected(Error(ErrorCode::kInvalidArgument, "exec needs a command"));
+  }
+  if (request.timeout.count() < 0 ||
+      request.timeout.count() > std::numeric_limits<uint32_t>::max()) {
+    return std::unexpected(
+        Error(ErrorCode::kInvalidArgument,
+              "exec timeout out of range: " + std::to_string(request.timeout.count()) + " ms",
+              "give 0 (none) up to 2^32-1 ms"));
+  }
+  return {};
+}
+
+}  // namespace
+
+SandboxClient::SandboxClient(SandboxEndpoints endpoints, ClientOptions options)
+    : endpoints_(std::move(endpoints)), options_(options) {}
+
+Result<ExecResult> SandboxClient::exec(const ExecRequest& request, size_t max_output_bytes) const {
+  DSEC_TRY(check_request(request));
+  ExecResult result;
+  bool over_limit = false;
+  const auto collect = [&](std::string& into) {
+    return [&into, &result, &over_limit,
+            max_output_bytes](std::span<const uint8_t> bytes) -> dsec::Status {
+      if (result.stdout_data.size() + result.stderr_data.size() + bytes.size() > max_output_bytes) {
+        over_limit = true;
+        return fail(
+            "the command wrote more than " + std::to_string(max_output_bytes) + " bytes of output",
+            "raise the limit, or take the output as it comes (exec with sinks)");
+      }
+      into.append(as_text(bytes));
+      return ok();
+    };
+  };
+  auto client = agent::vsock_uds_client(endpoints_.vsock_path, options_.answer_timeout);
+  auto status = client.exec(agent_request(request), collect(result.stdout_data),
+                            collect(result.stderr_data), stdin_bytes(request));
+  if (!status) {
+    return std::unexpected(detail::to_sdk_error(
+        status.error(), over_limit ? ErrorCode::kOutputLimit : ErrorCode::kAgent));
+  }
+  result.status = exit_status_of(*status);
+  return result;
+}
+
+Result<ExitStatus> SandboxClient::exec(const ExecRequest& request, const OutputSink& on_stdout,
+                                       const OutputSink& on_stderr) const {
+  DSEC_TRY(check_request(request));
+  const auto to = [](const OutputSink& sink) {
+    return [&sink](std::span<const uint8_t> bytes) -> dsec::Status {
+      if (sink) {
+        sink(as_text(bytes));
+      }
+      return ok();
+    };
+  };
+  auto client = agent::vsock_uds_client(endpoints_.vsock_path, options_.answer_timeout);
+  const auto status = DSEC_TRY(with_code(
+      client.exec(agent_request(request), to(on_stdout), to(on_stderr), stdin_bytes(request)),
+      ErrorCode::kAgent));
+  return exit_status_of(status);
+}
+
+Status SandboxClient::copy_in(const std::string& host_path, const std::string& guest_path) const {
+  struct stat st {};
+  if (::stat(host_path.c_str(), &st) != 0) {
+    return std::unexpected(Error(
+        ErrorCode::kNotFound,
+        "cannot copy " + host_path + " into the sandbox: " + std::strerror(errno), {}, errno));
+  }
+  auto client = agent::vsock_uds_client(endpoints_.vsock_path, options_.answer_timeout);
+  return with_code(agent::copy_into_guest(client, host_path, guest_path), ErrorCode::kAgent);
+}
+
+Result<uint64_t> SandboxClient::copy_out(const std::string& guest_path,
+                                         const std::string& host_path) const {
+  const mode_t umask = DSEC_TRY(with_code(detail::process_umask(), ErrorCode::kHost));
+  auto client = agent::vsock_uds_client(endpoints_.vsock_path, options_.answer_timeout);
+  const auto info = DSEC_TRY(
+      with_code(agent::copy_out_of_guest(client, guest_path, host_path, umask), ErrorCode::kAgent));
+  return info.size;
+}
+
+Status SandboxClient::pause() const {
+  return with_code(api::pause_vm(api::ApiClient(endpoints_.api_socket_path, options_.api_timeout)),
+                   ErrorCode::kApi);
+}
+
+Status SandboxClient::resume() const {
+  return with_code(api::resume_vm(api::ApiClient(endpoints_.api_socket_path, options_.api_timeout)),
+                   ErrorCode::kApi);
+}
+
+Status SandboxClient::snapshot(const std::string& dir, bool stay_paused) const {
+  const api::ApiClient client(endpoints_.api_socket_path, options_.api_timeout);
+  DSEC_TRY(with_code(api::create_snapshot(client, dir, !stay_paused), ErrorCode::kApi));
+  return {};
+}
+
+}  // namespace dsec::sdk

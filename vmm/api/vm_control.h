@@ -1,0 +1,24 @@
+// What a client does with a running VMM through its API socket, in the order the API asks
+// for (docs/api.md): pause, resume, and a snapshot of a paused VM. `dsec-vmm snapshot` and
+// the embedding library (sdk/) share it.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "vmm/api/api_client.h"
+#include "vmm/common/error.h"
+
+namespace dsec::api {
+
+Status pause_vm(const ApiClient& client);
+Status resume_vm(const ApiClient& client);
+
+// Pauses the VM if it runs, writes `out_dir`/state and `out_dir`/memory (the layout
+// `dsec-vmm warm` writes; the directory is created if missing), then leaves the VM paused,
+// or resumes it with `resume`; a failed snapshot resumes a VM it paused. Returns the
+// directory's absolute path (the VMM writes the files, whatever its working directory).
+Result<std::filesystem::path> create_snapshot(const ApiClient& client, const std::string& out_dir,
+                                              bool resume);
+
+}  // namespace dsec::api
