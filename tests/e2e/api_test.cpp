@@ -1,6 +1,8 @@
 // The VM's API socket end to end (docs/api.md): pause and resume of a running guest through
 // it, snapshots of a sandbox and of a clone taken through it and restored with `dsec-vmm
-// restore`, a load into a fresh `dsec-vmm serve`, and refusals that leave the VM running.
+// restore`, a load into a fresh `dsec-vmm serve`, refusals that leave the VM running, and a
+// fresh `dsec-vmm serve` booting the default image as Firecracker's API or --config-file
+// describes it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
 #include "vmm/api/api_client.h"
+#include "tests/support/file_text.h"
 
 namespace dsec::test {
 namespace {
@@ -261,6 +264,87 @@ TEST(ApiOrder, LoadAfterABootAndCreateWhileRunningAreRefusedAndTheVmRunsOn) {
   const std::string socket = vm->api_socket();
   vm.reset();
   EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+// The default image as Firecracker's boot-source, machine-config and vsock describe it; the
+// agent on the console's command line.
+nlohmann::json default_image_boot_source() {
+  const DefaultImage image = default_image();
+  return {{"kernel_image_path", image.vmlinux.string()},
+          {"initrd_path", image.initrd.string()},
+          {"boot_args", "console=ttyS0 reboot=k panic=-1 dsec.agent"}};
+}
+
+TEST(ApiBoot, AFreshVmmConfiguredThroughItsApiBootsTheDefaultImageAndItsAgentAnswers) {
+  auto vmm = Sandbox::serve();
+  std::string why;
+  ASSERT_TRUE(vmm->wait_for_api(30s, why)) << why;
+  const auto client = api_of(*vmm);
+  // Requests as curl sends them: raw bodies, Firecracker's fields.
+  auto put = [&client](const std::string& path, const std::string& body) {
+    const auto reply = client.request("PUT", path, body);
+    return reply ? *reply : api::HttpReply{0, reply.error().message()};
+  };
+  EXPECT_EQ(put("/boot-source", default_image_boot_source().dump()).status, 204);
+  EXPECT_EQ(put("/machine-config", R"({"vcpu_count": 2, "mem_size_mib": 256})").status, 204);
+  EXPECT_EQ(put("/vsock", nlohmann::json{{"guest_cid", 3}, {"uds_path", vmm->vsock_path()}}.dump())
+                .status,
+            204);
+  // A bad request is refused with what to fix, and changes nothing.
+  const auto unknown = put("/machine-config", R"({"vcpu_count": 4, "mem_size_mib": 256, "cpus": 4})");
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_THAT(unknown.body, HasSubstr("unknown field 'cpus' in the body"));
+  const auto early = client.request("PATCH", "/vm", R"({"state": "Paused"})");
+  ASSERT_TRUE(early) << early.error().message();
+  EXPECT_EQ(early->status, 400);
+  EXPECT_THAT(early->body, HasSubstr("there is no VM yet"));
+  EXPECT_EQ(state_of(*vmm), "Not started");
+
+  ASSERT_EQ(put("/actions", R"({"action_type": "InstanceStart"})").status, 204) << vmm->describe();
+  EXPECT_EQ(state_of(*vmm), "Running");
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+  const auto guest = sh(*vmm, "nproc; cat /proc/cmdline");
+  ASSERT_TRUE(guest.ok()) << guest.out << vmm->describe();
+  EXPECT_THAT(guest.out, HasSubstr("2\n"));
+  EXPECT_THAT(guest.out, HasSubstr("console=ttyS0 reboot=k panic=-1 dsec.agent"));
+  const auto config = client.get("/vm/config");
+  ASSERT_TRUE(config) << config.error().message();
+  EXPECT_EQ(config->at("machine-config").at("mem_size_mib"), 256);
+  EXPECT_EQ(config->at("vsock").at("uds_path"), vmm->vsock_path());
+
+  // Configuration is over once the VM runs; the VM runs on.
+  const auto late = put("/machine-config", R"({"vcpu_count": 1, "mem_size_mib": 128})");
+  EXPECT_EQ(late.status, 400);
+  EXPECT_THAT(late.body, HasSubstr("is not supported after the VM started"));
+  EXPECT_TRUE(sh(*vmm, "true").ok()) << vmm->describe();
+}
+
+TEST(ApiBoot, AConfigFileBootsTheDefaultImageWithoutAnApi) {
+  auto vmm = Sandbox::serve_config_file(
+      [](const Sandbox& s) {
+        return nlohmann::json{{"boot-source", default_image_boot_source()},
+                              {"machine-config", {{"vcpu_count", 2}, {"mem_size_mib", 256}}},
+                              {"vsock", {{"guest_cid", 3}, {"uds_path", s.vsock_path()}}},
+                              {"entropy", nlohmann::json::object()},
+                              {"logger", {{"log_path", (s.dir() / "fc.log").string()},
+                                          {"level", "Info"}}},
+                              {"drives", nlohmann::json::array()},
+                              {"network-interfaces", nlohmann::json::array()},
+                              {"metrics", nullptr}}
+            .dump();
+      },
+      /*with_api=*/false);
+  std::string why;
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+  const auto guest = sh(*vmm, "nproc; test -e /dev/hwrng && echo rng");
+  ASSERT_TRUE(guest.ok()) << guest.out << vmm->describe();
+  EXPECT_EQ(trimmed(guest.out), "2\nrng");
+  EXPECT_FALSE(std::filesystem::exists(vmm->api_socket())) << "--no-api serves no socket";
+  EXPECT_THAT(file_text(vmm->dir() / "fc.log"), HasSubstr("guest reached userspace"))
+      << "the file's logger gets the VMM's log";
+  // SIGTERM ends it as it ends `run` (status 0).
+  const int status = vmm->stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_wait_status(status);
 }
 
 }  // namespace

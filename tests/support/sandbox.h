@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -76,6 +78,24 @@ class Sandbox {
     std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
     sandbox->launch(
         {kVmmBinary, "serve", "--api-sock", sandbox->api_socket_, "--console", sandbox->console_});
+    return sandbox;
+  }
+
+  // `dsec-vmm serve --config-file FILE` (and --no-api unless `with_api`): FILE holds the
+  // text `config` writes for this sandbox (its vsock_path(), say), in dir().
+  static std::unique_ptr<Sandbox> serve_config_file(
+      const std::function<std::string(const Sandbox&)>& config, bool with_api) {
+    std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
+    const std::string file = (sandbox->dir_ / "vm_config.json").string();
+    std::ofstream(file) << config(*sandbox);
+    std::vector<std::string> args{kVmmBinary, "serve", "--config-file", file, "--console",
+                                  sandbox->console_};
+    if (with_api) {
+      args.insert(args.end(), {"--api-sock", sandbox->api_socket_});
+    } else {
+      args.emplace_back("--no-api");
+    }
+    sandbox->launch(std::move(args));
     return sandbox;
   }
 
