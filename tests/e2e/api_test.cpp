@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "tests/support/dsec_vmm.h"
+#include "tests/support/file_text.h"
 #include "tests/support/sandbox.h"
 #include "vmm/api/api_client.h"
-#include "tests/support/file_text.h"
 
 namespace dsec::test {
 namespace {
@@ -291,7 +291,8 @@ TEST(ApiBoot, AFreshVmmConfiguredThroughItsApiBootsTheDefaultImageAndItsAgentAns
                 .status,
             204);
   // A bad request is refused with what to fix, and changes nothing.
-  const auto unknown = put("/machine-config", R"({"vcpu_count": 4, "mem_size_mib": 256, "cpus": 4})");
+  const auto unknown =
+      put("/machine-config", R"({"vcpu_count": 4, "mem_size_mib": 256, "cpus": 4})");
   EXPECT_EQ(unknown.status, 400);
   EXPECT_THAT(unknown.body, HasSubstr("unknown field 'cpus' in the body"));
   const auto early = client.request("PATCH", "/vm", R"({"state": "Paused"})");
@@ -322,15 +323,15 @@ TEST(ApiBoot, AFreshVmmConfiguredThroughItsApiBootsTheDefaultImageAndItsAgentAns
 TEST(ApiBoot, AConfigFileBootsTheDefaultImageWithoutAnApi) {
   auto vmm = Sandbox::serve_config_file(
       [](const Sandbox& s) {
-        return nlohmann::json{{"boot-source", default_image_boot_source()},
-                              {"machine-config", {{"vcpu_count", 2}, {"mem_size_mib", 256}}},
-                              {"vsock", {{"guest_cid", 3}, {"uds_path", s.vsock_path()}}},
-                              {"entropy", nlohmann::json::object()},
-                              {"logger", {{"log_path", (s.dir() / "fc.log").string()},
-                                          {"level", "Info"}}},
-                              {"drives", nlohmann::json::array()},
-                              {"network-interfaces", nlohmann::json::array()},
-                              {"metrics", nullptr}}
+        return nlohmann::json{
+            {"boot-source", default_image_boot_source()},
+            {"machine-config", {{"vcpu_count", 2}, {"mem_size_mib", 256}}},
+            {"vsock", {{"guest_cid", 3}, {"uds_path", s.vsock_path()}}},
+            {"entropy", nlohmann::json::object()},
+            {"logger", {{"log_path", (s.dir() / "fc.log").string()}, {"level", "Info"}}},
+            {"drives", nlohmann::json::array()},
+            {"network-interfaces", nlohmann::json::array()},
+            {"metrics", nullptr}}
             .dump();
       },
       /*with_api=*/false);
@@ -345,6 +346,21 @@ TEST(ApiBoot, AConfigFileBootsTheDefaultImageWithoutAnApi) {
   // SIGTERM ends it as it ends `run` (status 0).
   const int status = vmm->stop(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_wait_status(status);
+}
+
+// Firecracker's SendCtrlAltDel: the keys reach the guest's keyboard, its init reboots
+// cleanly (it announces it: a crash would be exit status 2), and the reboot ends the VM.
+TEST(ApiActions, SendCtrlAltDelEndsTheVmThroughTheGuestsCleanReboot) {
+  auto vm = ready(Sandbox::with_api());
+  ASSERT_TRUE(vm);
+  ASSERT_TRUE(api_of(*vm).send("PUT", "/actions", {{"action_type", "SendCtrlAltDel"}}))
+      << vm->describe();
+  const auto status = vm->wait_for_exit(120s);
+  ASSERT_TRUE(status) << "the VM still runs after ctrl-alt-del\n" << vm->describe_stuck();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << describe_wait_status(*status) << vm->describe();
+  EXPECT_THAT(vm->describe(), HasSubstr("dsec-init: ctrl-alt-del: rebooting"));
+  EXPECT_THAT(vm->describe(), HasSubstr("ctrl-alt-del typed on the guest's keyboard"));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -88,8 +89,8 @@ class Sandbox {
     std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
     const std::string file = (sandbox->dir_ / "vm_config.json").string();
     std::ofstream(file) << config(*sandbox);
-    std::vector<std::string> args{kVmmBinary, "serve", "--config-file", file, "--console",
-                                  sandbox->console_};
+    std::vector<std::string> args{kVmmBinary, "serve",     "--config-file",
+                                  file,       "--console", sandbox->console_};
     if (with_api) {
       args.insert(args.end(), {"--api-sock", sandbox->api_socket_});
     } else {
@@ -115,6 +116,19 @@ class Sandbox {
     }
     why = "no API socket at " + api_socket_ + " within the deadline\n" + describe();
     return false;
+  }
+
+  // Waits until the VMM exits by itself; its wait status, or nullopt if it still runs at
+  // the deadline.
+  std::optional<int> wait_for_exit(std::chrono::seconds deadline) {
+    const auto end = std::chrono::steady_clock::now() + deadline;
+    while (running()) {
+      if (std::chrono::steady_clock::now() >= end) {
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return exit_status_;
   }
 
   // Whether the VMM process still runs.

@@ -134,7 +134,11 @@ Status MachineBackend::adopt(std::unique_ptr<machine::Machine> vm, bool clone, c
 }
 
 Status MachineBackend::send_ctrl_alt_del() {
-  return fail("SendCtrlAltDel is not supported yet");
+  auto* vm = this->vm();
+  if (vm == nullptr) {
+    return fail("there is no VM");
+  }
+  return vm->send_ctrl_alt_del();
 }
 
 Status MachineBackend::configure_logger(const LoggerRequest& request) {

@@ -57,6 +57,9 @@ Status configure_log(const api::LoggerRequest& request) {
     file->set_pattern(request.show_level ? "%Y-%m-%dT%H:%M:%S.%f [%l] %v"
                                          : "%Y-%m-%dT%H:%M:%S.%f %v");
     outputs->add_sink(std::move(file));
+    // Each line reaches the file as it is logged, as Firecracker writes its log: a reader
+    // of a named pipe, or of the file of a VMM that is killed, misses nothing.
+    logger->flush_on(spdlog::level::trace);
   }
   if (request.level) {
     logger->set_level(spdlog_level(*request.level));

@@ -137,8 +137,14 @@ Status Machine::setup_devices() {
         }
       });
   DSEC_TRY(pio_.insert({x86_64::kCom1Port, devices::kSerialRegisterCount}, serial_));
-  DSEC_TRY(pio_.insert({x86_64::kI8042DataPort, devices::kI8042RegisterCount},
-                       std::make_shared<devices::I8042>([this] { on_guest_reset(); })));
+  i8042_ = std::make_shared<devices::I8042>(
+      [this] { on_guest_reset(); },
+      [this](bool raised) {
+        if (auto s = vm_.irq_line(x86_64::kI8042Irq, raised); !s) {
+          spdlog::warn("keyboard interrupt: {}", s.error().message());
+        }
+      });
+  DSEC_TRY(pio_.insert({x86_64::kI8042DataPort, devices::kI8042RegisterCount}, i8042_));
   DSEC_TRY(pio_.insert({devices::kCmosPort, devices::kCmosRegisterCount},
                        std::make_shared<devices::Cmos>()));
   DSEC_TRY(pio_.insert({devices::kPostCodePort, 1}, std::make_shared<devices::NullDevice>()));
@@ -180,6 +186,15 @@ Status Machine::boot_vcpus(const x86_64::LoadedKernel& kernel) {
       DSEC_TRY(vcpu.set_regs(x86_64::boot_regs(kernel)));
     }
   }
+  return ok();
+}
+
+Status Machine::send_ctrl_alt_del() {
+  if (ended()) {
+    return fail("the VM has ended");
+  }
+  DSEC_TRY(i8042_->send_ctrl_alt_del());
+  spdlog::info("ctrl-alt-del typed on the guest's keyboard");
   return ok();
 }
 
