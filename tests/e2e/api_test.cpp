@@ -363,5 +363,55 @@ TEST(ApiActions, SendCtrlAltDelEndsTheVmThroughTheGuestsCleanReboot) {
   EXPECT_THAT(vm->describe(), HasSubstr("ctrl-alt-del typed on the guest's keyboard"));
 }
 
+// A root drive as Firecracker's guide configures one: an ext4 image of the default
+// initramfs's files, booted with no initramfs. The guest mounts it as / from the
+// root=/dev/vda rw that is_root_device put on its command line, and its init (dsec-init,
+// from the image) serves the agent.
+TEST(ApiBoot, ARootDriveIsTheGuestsRootFileSystem) {
+  const DefaultImage image = default_image();
+  ASSERT_FALSE(image.initrd.empty());
+  // On a local file system: the initramfs holds device nodes, which 9p cannot.
+  const auto work = local_dir("dsec-rootfs");
+  std::filesystem::create_directories(work);
+  const auto tree = work / "tree";
+  const auto rootfs = work / "rootfs.ext4";
+  const auto made = run_command("mkdir " + tree.string() + " && cd " + tree.string() +
+                                    " && cpio -idm --quiet < " + image.initrd.string() +
+                                    " && mkfs.ext4 -q -F -d . " + rootfs.string() + " 64M 2>&1",
+                                180s);
+  ASSERT_EQ(made.exit_status, 0) << made.output;
+
+  auto vmm = Sandbox::serve();
+  std::string why;
+  ASSERT_TRUE(vmm->wait_for_api(30s, why)) << why;
+  const auto client = api_of(*vmm);
+  ASSERT_TRUE(
+      client.send("PUT", "/boot-source",
+                  {{"kernel_image_path", image.vmlinux.string()},
+                   {"boot_args", "console=ttyS0 reboot=k panic=-1 init=/init dsec.agent"}}));
+  ASSERT_TRUE(client.send("PUT", "/drives/rootfs",
+                          {{"drive_id", "rootfs"},
+                           {"path_on_host", rootfs.string()},
+                           {"is_root_device", true},
+                           {"is_read_only", false}}));
+  ASSERT_TRUE(client.send("PUT", "/vsock", {{"guest_cid", 3}, {"uds_path", vmm->vsock_path()}}));
+  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "InstanceStart"}}))
+      << vmm->describe();
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+  const auto root = sh(*vmm, "cat /proc/cmdline; awk '$2 == \"/\" { print $3, $4 }' /proc/mounts");
+  ASSERT_TRUE(root.ok()) << root.out << vmm->describe();
+  EXPECT_THAT(root.out, HasSubstr("root=/dev/vda rw console=ttyS0"));
+  EXPECT_THAT(root.out, HasSubstr("ext4 rw"));
+  // What the guest writes lands in the image.
+  ASSERT_TRUE(sh(*vmm, "echo written-in-the-guest > /from-guest && sync").ok()) << vmm->describe();
+  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "SendCtrlAltDel"}}));
+  const auto status = vmm->wait_for_exit(120s);
+  ASSERT_TRUE(status) << vmm->describe_stuck();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << describe_wait_status(*status);
+  const auto back = run_command("debugfs -R 'cat /from-guest' " + rootfs.string() + " 2>/dev/null");
+  EXPECT_EQ(trimmed(back.output), "written-in-the-guest");
+  std::filesystem::remove_all(work);
+}
+
 }  // namespace
 }  // namespace dsec::test
