@@ -354,9 +354,12 @@ Status handle_read_file(int fd, uint32_t id, const ReadFileRequest& req) {
   }
   DSEC_TRY(send_frame(fd, MessageType::kFileInfo, id,
                       encode(FileInfo{static_cast<uint64_t>(st.st_size), st.st_mode & 07777U})));
+  // Exactly the size announced: the host refuses a byte more, and a file that grows while
+  // it is read (a log) is copied as it was when opened.
   std::array<uint8_t, kMaxChunk> buf{};
-  while (true) {
-    const ssize_t got = ::read(file.get(), buf.data(), buf.size());
+  auto left = static_cast<uint64_t>(st.st_size);
+  while (left > 0) {
+    const ssize_t got = ::read(file.get(), buf.data(), std::min<uint64_t>(buf.size(), left));
     if (got < 0) {
       if (errno == EINTR) {
         continue;
@@ -364,10 +367,11 @@ Status handle_read_file(int fd, uint32_t id, const ReadFileRequest& req) {
       return send_error(fd, id, errno_text("cannot read " + req.path, errno));
     }
     if (got == 0) {
-      break;
+      return send_error(fd, id, req.path + " shrank while it was read");
     }
     DSEC_TRY(send_frame(fd, MessageType::kFileData, id,
                         std::span(buf.data(), static_cast<size_t>(got))));
+    left -= static_cast<uint64_t>(got);
   }
   return send_frame(fd, MessageType::kFileEnd, id, {});
 }

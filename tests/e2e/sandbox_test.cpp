@@ -50,19 +50,10 @@ Captured exec(agent::AgentClient& client, agent::ExecRequest req) {
   return c;
 }
 
-// exec() with a deadline. A guest that stalls (the test bed's, docs/kvm-test-bed.md) then
-// fails the step after `deadline` with the devices' state in `stuck`, instead of holding
-// the test until ctest's timeout: the VMM is killed, which closes the agent's stream.
+// exec() with a deadline (within()).
 Captured exec_within(Sandbox& vm, agent::AgentClient& client, agent::ExecRequest req,
                      std::chrono::seconds deadline, std::string& stuck) {
-  auto done =
-      std::async(std::launch::async, [&client, req = std::move(req)] { return exec(client, req); });
-  if (done.wait_for(deadline) == std::future_status::timeout) {
-    stuck =
-        "no exit status after " + std::to_string(deadline.count()) + " s\n" + vm.describe_stuck();
-    vm.stop(SIGKILL);
-  }
-  return done.get();
+  return within(vm, deadline, stuck, [&client, req = std::move(req)] { return exec(client, req); });
 }
 
 TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnce) {

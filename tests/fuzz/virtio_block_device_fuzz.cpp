@@ -27,6 +27,7 @@
 
 #include "tests/fuzz/fuzz_guest_memory.h"
 #include "tests/fuzz/fuzz_input.h"
+#include "tests/fuzz/fuzz_queue.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/devices/virtio/block.h"
 #include "vmm/io/event_loop.h"
@@ -75,15 +76,7 @@ struct Harness {
   void activate(uint16_t size, uint64_t desc, uint64_t avail, uint64_t used, bool event_idx,
                 bool indirect) {
     block->reset();
-    queues[0].reset();
-    virtio::QueueState& s = queues[0].state();
-    s.size = size;
-    s.desc_table = desc;
-    s.avail_ring = avail;
-    s.used_ring = used;
-    s.event_idx = event_idx;
-    s.indirect_desc = indirect;
-    s.ready = true;
+    dsec::fuzz::ready_queue(queues[0], {size, desc, avail, used}, event_idx, indirect);
     check(block->activate(queues, block->features(), interrupt).has_value());
   }
 

@@ -23,6 +23,7 @@
 
 #include "tests/fuzz/fuzz_guest_memory.h"
 #include "tests/fuzz/fuzz_input.h"
+#include "tests/fuzz/fuzz_queue.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/devices/virtio/net/net.h"
 #include "vmm/devices/virtio/virtio_spec.h"
@@ -79,15 +80,8 @@ struct Harness {
                 bool event_idx, bool indirect) {
     net->reset();
     for (size_t q = 0; q < 2; ++q) {
-      queues[q].reset();
-      virtio::QueueState& s = queues[q].state();
-      s.size = sizes[q];
-      s.desc_table = desc[q];
-      s.avail_ring = avail[q];
-      s.used_ring = used[q];
-      s.event_idx = event_idx;
-      s.indirect_desc = indirect;
-      s.ready = true;
+      dsec::fuzz::ready_queue(queues[q], {sizes[q], desc[q], avail[q], used[q]}, event_idx,
+                              indirect);
     }
     check(net->activate(queues, net->features(), interrupt).has_value());
   }

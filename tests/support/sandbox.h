@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -195,6 +196,8 @@ class Sandbox {
   }
 
   const std::string& vsock_path() const { return vsock_; }
+  // The VMM's process id (-1 once it ended).
+  pid_t pid() const { return pid_; }
   const std::string& api_socket() const { return api_socket_; }
   const std::filesystem::path& dir() const { return dir_; }
 
@@ -291,6 +294,20 @@ inline ShellOutput sh(Sandbox& vm, const std::string& command) {
   };
   o.status = client.exec(req, append, append);
   return o;
+}
+
+// run() (a request to the guest) with a deadline. A guest that stalls (the test bed's,
+// docs/kvm-test-bed.md) then fails the step after `deadline` with the devices' state in
+// `stuck`, instead of holding the test until ctest's timeout: the VMM is killed, which
+// closes the agent's stream and ends run().
+template <typename F>
+auto within(Sandbox& vm, std::chrono::seconds deadline, std::string& stuck, F run) {
+  auto done = std::async(std::launch::async, std::move(run));
+  if (done.wait_for(deadline) == std::future_status::timeout) {
+    stuck = "no answer after " + std::to_string(deadline.count()) + " s\n" + vm.describe_stuck();
+    vm.stop(SIGKILL);
+  }
+  return done.get();
 }
 
 // `s` without its trailing newlines and blanks.

@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -57,6 +60,9 @@ TEST(AgentConnect, AnOkAnswerGivesTheStreamWithNoTimeoutLeftOnIt) {
   ASSERT_EQ(::getsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, &len), 0);
   EXPECT_EQ(tv.tv_sec, 0);
   EXPECT_EQ(tv.tv_usec, 0);
+  ASSERT_EQ(::getsockopt(fd->get(), SOL_SOCKET, SO_SNDTIMEO, &tv, &len), 0);
+  EXPECT_EQ(tv.tv_sec, 0);
+  EXPECT_EQ(tv.tv_usec, 0);
 }
 
 TEST(AgentConnect, ARefusalSaysWhatTheSocketAnswered) {
@@ -84,6 +90,38 @@ TEST(AgentConnect, AVmmThatNeverAnswersFailsAtTheHandshakeTimeout) {
   vmm.join();
   ASSERT_FALSE(fd.has_value());
   EXPECT_NE(fd.error().message().find("did not answer"), std::string::npos) << fd.error().message();
+  EXPECT_GE(took, 150ms);
+  EXPECT_LT(took, 5s);
+}
+
+TEST(AgentConnect, AVmmThatAcceptsNothingFailsAtTheTimeout) {
+  // A listener whose backlog is full, as a VMM's that stopped accepting: a further connect
+  // waits for room.
+  test::TempDir dir;
+  const std::string path = (dir.path() / "v.sock").string();
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener.get(), 0), 0);
+  std::vector<UniqueFd> queued;
+  while (queued.size() < 16) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
+      break;
+    }
+    queued.push_back(std::move(fd));
+  }
+  ASSERT_LT(queued.size(), 16U) << "the backlog never filled";
+  const auto start = std::chrono::steady_clock::now();
+  auto fd = connect_vsock_uds(path, 1024, 200ms);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_NE(fd.error().message().find("did not accept a connection within 0.2 s"),
+            std::string::npos)
+      << fd.error().message();
   EXPECT_GE(took, 150ms);
   EXPECT_LT(took, 5s);
 }

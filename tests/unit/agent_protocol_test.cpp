@@ -1,15 +1,16 @@
-#include "vmm/agent/protocol.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 
+#include "vmm/agent/protocol.h"
 #include "vmm/agent/wire.h"
 
 namespace dsec::agent {
 namespace {
 
-std::vector<uint8_t> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
+std::vector<uint8_t> bytes_of(std::string_view s) {
+  return {s.begin(), s.end()};
+}
 
 TEST(AgentFrames, RoundTripThroughTheDecoderOneByteAtATime) {
   const auto payload = bytes_of("hello");
@@ -128,8 +129,8 @@ TEST(AgentMessages, LengthsBeyondThePayloadOrTheLimitsAreRefusedBeforeAllocating
   EXPECT_NE(r.error().message().find("limit"), std::string::npos) << r.error().message();
 
   WireWriter short_string;
-  short_string.u32(1);           // one argument...
-  short_string.u32(1000);        // ...of 1000 bytes...
+  short_string.u32(1);               // one argument...
+  short_string.u32(1000);            // ...of 1000 bytes...
   short_string.raw(bytes_of("ls"));  // ...of which 2 arrived
   r = decode_exec_request(short_string.bytes());
   ASSERT_FALSE(r.has_value());
@@ -184,7 +185,8 @@ TEST(AgentMessages, FileRequestsNeedAbsolutePathsAndPlainModes) {
   EXPECT_FALSE(decode_write_file_request(encode(WriteFileRequest{"rel", 0644, 1})).has_value());
   EXPECT_FALSE(decode_write_file_request(encode(WriteFileRequest{"/x", 010000, 1})).has_value());
   EXPECT_FALSE(decode_read_file_request(encode(ReadFileRequest{""})).has_value());
-  EXPECT_FALSE(decode_exit_status(encode(ExitStatus{static_cast<ExitStatus::Kind>(3), 0})).has_value());
+  EXPECT_FALSE(
+      decode_exit_status(encode(ExitStatus{static_cast<ExitStatus::Kind>(3), 0})).has_value());
 }
 
 }  // namespace

@@ -37,6 +37,35 @@ TEST(CliErrors, RunHelpDescribesNet) {
               AllOf(HasSubstr("--net"), HasSubstr("virtio-net"), HasSubstr("tap=NAME")));
 }
 
+TEST(CliErrors, TheConsoleLimitAndTheAnswerTimeoutAreInTheHelp) {
+  for (const char* command : {"run", "warm", "restore", "serve"}) {
+    const CommandOutput help = run_command(kVmm + " " + command + " --help");
+    EXPECT_EQ(help.exit_status, 0);
+    EXPECT_THAT(help.output, AllOf(HasSubstr("--console-limit"), HasSubstr("=64MiB"))) << command;
+  }
+  for (const char* command : {"exec", "cp"}) {
+    const CommandOutput help = run_command(kVmm + " " + command + " --help");
+    EXPECT_EQ(help.exit_status, 0);
+    EXPECT_THAT(help.output, AllOf(HasSubstr("--answer-timeout"), HasSubstr("=30"))) << command;
+  }
+  const CommandOutput cp_help = run_command(kVmm + " cp --help");
+  EXPECT_THAT(cp_help.output, HasSubstr("never setuid, setgid or sticky"));
+}
+
+TEST(CliErrors, AConsoleLimitWithAnUnknownUnitIsAUsageError) {
+  const CommandOutput bad =
+      run_command(kVmm + " run --console /dev/null --console-limit 12XB 2>&1");
+  EXPECT_NE(bad.exit_status, 0);
+  EXPECT_THAT(bad.output, HasSubstr("--console-limit: xb unit not recognized"));
+}
+
+TEST(CliErrors, AnExecWhoseVmSocketIsMissingSaysSoAndExits125) {
+  const CommandOutput missing =
+      run_command(kVmm + " exec --answer-timeout 1 /nonexistent/v.sock -- true 2>&1");
+  EXPECT_EQ(missing.exit_status, 125);
+  EXPECT_THAT(missing.output, HasSubstr("is the VM running with this vsock socket?"));
+}
+
 TEST(CliErrors, SmokeWithoutKvmPrintsWhatToDoOnStderrAndExitsOne) {
   // stderr only: stdout goes to /dev/null.
   const CommandOutput result =

@@ -25,7 +25,8 @@ class MapFileTest : public ::testing::Test {
   std::string write(const std::string& name, const std::vector<uint8_t>& bytes) {
     const std::filesystem::path path = dir_ / name;
     std::ofstream(path, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
     return path.string();
   }
 

@@ -34,11 +34,11 @@ TEST(InterruptStateText, AHaltedVcpuWithAPendingVectorShowsItInTheIrr) {
   kvm_mp_state mp{KVM_MP_STATE_HALTED};
   kvm_vcpu_events events{};
   kvm_lapic_state lapic{};
-  set_apic_reg(lapic, 0x80, 0x10);                   // TPR
-  set_apic_reg(lapic, 0x320, (2U << 17) | 0xec);     // LVT timer: TSC deadline, vector 0xec
-  set_vector(lapic, 0x200, 0x25);                    // IRR: a virtio interrupt pending
+  set_apic_reg(lapic, 0x80, 0x10);                // TPR
+  set_apic_reg(lapic, 0x320, (2U << 17) | 0xec);  // LVT timer: TSC deadline, vector 0xec
+  set_vector(lapic, 0x200, 0x25);                 // IRR: a virtio interrupt pending
   set_vector(lapic, 0x200, 0xec);
-  set_vector(lapic, 0x100, 0x41);                    // ISR
+  set_vector(lapic, 0x100, 0x41);  // ISR
 
   EXPECT_EQ(describe_vcpu_interrupts(regs, mp, events, lapic),
             "rip 0xffffffff81a0c3e1 IF=1 halted; lapic tpr 0x10 irr [0x25 0xec] isr [0x41] "

@@ -2,13 +2,12 @@
 // words when asked for them (what dsec-vmm run logs on SIGUSR1 about a hung guest).
 #include "tests/support/run_command.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/support/file_text.h"
 
@@ -53,8 +52,8 @@ TEST(DescribeWaitStatus, SaysHowTheProcessEnded) {
 // A failure message lists a sandbox's console and then its VMM's log: an empty console
 // must not swallow the log after it (what `out << std::ifstream(path).rdbuf()` did).
 TEST(FileSection, AnEmptyOrMissingFileSaysSoAndWhatFollowsStillPrints) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("file-section-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("file-section-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "empty.log").flush();
   std::ofstream(dir / "vmm.log") << "error: the reason";

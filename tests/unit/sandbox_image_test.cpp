@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -21,11 +22,22 @@ using namespace std::chrono_literals;
 
 const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
 
-// A file of `size` bytes, with EROFS's superblock magic at byte 1024 when `erofs`.
-void write_file(const std::filesystem::path& path, size_t size, bool erofs) {
+// A file of `size` bytes; when `erofs`, with the start of an EROFS superblock at byte 1024
+// (as much of it as fits): the magic, 4096-byte blocks (log2 at +12), and `blocks` blocks
+// (at +36), by default as many as the file holds.
+void write_file(const std::filesystem::path& path, size_t size, bool erofs, uint8_t block_bits = 12,
+                int64_t blocks = -1) {
   std::string bytes(size, '\x5a');
-  if (erofs && size >= 1028) {
-    bytes.replace(1024, 4, "\xe2\xe1\xf5\xe0");
+  if (erofs) {
+    std::string superblock(40, '\0');
+    superblock.replace(0, 4, "\xe2\xe1\xf5\xe0");
+    superblock[12] = static_cast<char>(block_bits);
+    const auto count = static_cast<uint32_t>(blocks < 0 ? size / 4096 : blocks);
+    for (int i = 0; i < 4; ++i) {
+      superblock[36 + i] = static_cast<char>(count >> (8 * i));
+    }
+    bytes.replace(1024, std::min(superblock.size(), size - 1024), superblock, 0,
+                  std::min(superblock.size(), size - 1024));
   }
   std::ofstream(path, std::ios::binary) << bytes;
 }
@@ -39,14 +51,31 @@ TEST(SandboxImage, AnEroFsSuperblockPassesTheCheck) {
 TEST(SandboxImage, AFileThatIsNotEroFsIsRefusedWithHowToMakeAnImage) {
   TempDir dir;
   write_file(dir.path() / "random", 8192, false);
-  write_file(dir.path() / "short", 1026, true);  // ends inside the magic
-  for (const char* name : {"random", "short"}) {
+  write_file(dir.path() / "short", 1026, true);   // ends inside the magic
+  write_file(dir.path() / "header", 1060, true);  // ends inside the superblock
+  for (const char* name : {"random", "short", "header"}) {
     auto checked = image::check_sandbox_image(dir.path() / name);
     ASSERT_FALSE(checked) << name;
     EXPECT_THAT(checked.error().message(),
                 AllOf(HasSubstr(name), HasSubstr("is not an EROFS file system"),
                       HasSubstr("images/build-rootfs")));
   }
+}
+
+TEST(SandboxImage, ADamagedOrTruncatedEroFsImageIsRefusedBeforeTheGuestMountsIt) {
+  TempDir dir;
+  write_file(dir.path() / "damaged", 8192, true, 97);
+  auto damaged = image::check_sandbox_image(dir.path() / "damaged");
+  ASSERT_FALSE(damaged);
+  EXPECT_THAT(damaged.error().message(),
+              AllOf(HasSubstr("damaged has a damaged EROFS superblock"), HasSubstr("log2 is 97")));
+
+  write_file(dir.path() / "truncated", 8192, true, 12, 100);
+  auto truncated = image::check_sandbox_image(dir.path() / "truncated");
+  ASSERT_FALSE(truncated);
+  EXPECT_THAT(truncated.error().message(),
+              HasSubstr("truncated is truncated: it is 8192 bytes, and its EROFS superblock says "
+                        "409600"));
 }
 
 TEST(SandboxImage, AMissingFileOrADirectoryIsRefused) {

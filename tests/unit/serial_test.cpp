@@ -1,7 +1,6 @@
 // The 16550A UART as a guest driver sees it: registers, interrupts, loopback and input.
 #include "vmm/devices/legacy/serial.h"
 
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,8 +16,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include "vmm/devices/legacy/fd_output.h"
 
 namespace dsec::devices {
 namespace {
@@ -375,50 +372,6 @@ TEST(SerialThreads, InputFromAHostThreadArrivesInOrder) {
   host.join();
   EXPECT_EQ(received, kBytes);
   EXPECT_EQ(out_of_order, 0u);
-}
-
-TEST(SerialFdOutput, GuestOutputReachesTheFile) {
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  Serial serial(fd_output(fds[1]), nullptr);
-  for (char c : std::string_view("boot ok\n")) {
-    const auto byte = static_cast<uint8_t>(c);
-    serial.write(kTx, std::span(&byte, 1));
-  }
-  ::close(fds[1]);
-  std::string read_back;
-  char buffer[64];
-  ssize_t n = 0;
-  while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) {
-    read_back.append(buffer, n);
-  }
-  ::close(fds[0]);
-  EXPECT_EQ(read_back, "boot ok\n");
-}
-
-// A full non-blocking destination drops output instead of stalling the vCPU.
-TEST(SerialFdOutput, FullNonBlockingDestinationDropsInsteadOfBlocking) {
-  int fds[2];
-  ASSERT_EQ(::pipe2(fds, O_NONBLOCK), 0);
-  std::vector<uint8_t> filler(4096, 'f');
-  while (::write(fds[1], filler.data(), filler.size()) > 0) {
-  }
-  auto sink = fd_output(fds[1]);
-  sink(bytes_of("lost"));  // returns rather than blocking (or spinning) forever
-  ::close(fds[1]);
-  std::vector<uint8_t> drained(4096);
-  size_t total = 0;
-  bool only_filler = true;
-  ssize_t n = 0;
-  while ((n = ::read(fds[0], drained.data(), drained.size())) > 0) {
-    total += static_cast<size_t>(n);
-    for (ssize_t i = 0; i < n; ++i) {
-      only_filler = only_filler && drained[i] == 'f';
-    }
-  }
-  ::close(fds[0]);
-  EXPECT_GT(total, 0u);
-  EXPECT_TRUE(only_filler);
 }
 
 }  // namespace

@@ -5,10 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -18,12 +20,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/support/result_matchers.h"
 #include "tests/support/virtq_driver.h"
+#include "vmm/devices/virtio/vsock/muxer.h"
 #include "vmm/devices/virtio/vsock/unix_socket.h"
 #include "vmm/devices/virtio/vsock/vsock.h"
 #include "vmm/io/event_loop_thread.h"
@@ -558,6 +562,112 @@ TEST_P(VirtioVsockTest, ADeviceResetClosesEveryHostSocket) {
   device_->reset();
   EXPECT_TRUE(host.at_eof());
   EXPECT_EQ(device_->connection_count(), 0U);
+}
+
+// Enough file descriptors for a test that opens a thousand streams (each a socket in the
+// device and one in the test), for its duration.
+class FdLimitRaised {
+ public:
+  FdLimitRaised() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit raised = saved_;
+    raised.rlim_cur = std::max<rlim_t>(saved_.rlim_cur, std::min<rlim_t>(saved_.rlim_max, 8192));
+    ::setrlimit(RLIMIT_NOFILE, &raised);
+  }
+  ~FdLimitRaised() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+  FdLimitRaised(const FdLimitRaised&) = delete;
+  FdLimitRaised& operator=(const FdLimitRaised&) = delete;
+
+ private:
+  rlimit saved_{};
+};
+
+TEST_P(VirtioVsockTest, AtMostkMaxConnectionsStreamsAndTheNextRequestGetsRst) {
+  const FdLimitRaised fd_limit;
+  ASSERT_OK_AND_ASSIGN(auto listener, vsock::listen_unix(uds_ + "_1025"));
+  std::vector<HostSocket> hosts;
+  for (uint32_t i = 0; i <= vsock::Muxer::kMaxConnections; ++i) {
+    const uint32_t guest_port = 10000 + i;
+    send(to_host(vsock::kOpRequest, guest_port, 1025));
+    auto answer = receive();
+    ASSERT_TRUE(answer.has_value()) << "stream " << i;
+    ASSERT_EQ(answer->header.dst_port, guest_port);
+    if (i == vsock::Muxer::kMaxConnections) {
+      EXPECT_EQ(answer->header.op, vsock::kOpRst) << "one stream more than the most";
+      break;
+    }
+    ASSERT_EQ(answer->header.op, vsock::kOpResponse) << "stream " << i;
+    pollfd pfd{.fd = listener.get(), .events = POLLIN, .revents = 0};
+    ASSERT_EQ(::poll(&pfd, 1, 10000), 1);
+    hosts.emplace_back(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  }
+  EXPECT_EQ(device_->connection_count(), vsock::Muxer::kMaxConnections);
+}
+
+TEST_P(VirtioVsockTest, ResetsOwedBeyondkMaxPendingResetsAreDropped) {
+  // Packets for no stream, each owed a RST: the first kRxBuffers go into the guest's rx
+  // buffers at once, the next kMaxPendingResets wait for buffers, the rest are dropped.
+  constexpr uint32_t kStray = kRxBuffers + vsock::Muxer::kMaxPendingResets + 40;
+  for (uint32_t i = 0; i < kStray; ++i) {
+    send(to_host(vsock::kOpRw, 20000 + i, 80), "x");
+  }
+  std::vector<uint32_t> reset_ports;
+  while (reset_ports.size() < kRxBuffers + vsock::Muxer::kMaxPendingResets) {
+    auto rst = receive();
+    ASSERT_TRUE(rst.has_value()) << "only " << reset_ports.size() << " RSTs";
+    EXPECT_EQ(rst->header.op, vsock::kOpRst);
+    reset_ports.push_back(rst->header.dst_port);
+  }
+  EXPECT_FALSE(receive(500ms).has_value()) << "a RST beyond the most owed";
+  for (uint32_t i = 0; i < reset_ports.size(); ++i) {
+    EXPECT_EQ(reset_ports[i], 20000 + i);  // the oldest owed, in order; the last ones dropped
+  }
+}
+
+TEST_P(VirtioVsockTest, StreamsHoldAtMostkMaxBufferedForHostsForHostsThatDoNotRead) {
+  const FdLimitRaised fd_limit;
+  ASSERT_OK_AND_ASSIGN(auto listener, vsock::listen_unix(uds_ + "_1025"));
+  std::vector<HostSocket> hosts;
+  std::set<uint32_t> reset;
+  // The next packet for `port` of kind `op`; RSTs met on the way are noted.
+  auto next_for = [&](uint32_t port, uint16_t op) {
+    while (auto packet = receive()) {
+      if (packet->header.op == vsock::kOpRst) {
+        reset.insert(packet->header.dst_port);
+      }
+      if (packet->header.dst_port == port && packet->header.op == op) {
+        return true;
+      }
+    }
+    return false;
+  };
+  // Stream after stream sends its whole credit to a host that reads nothing, until the
+  // device resets one rather than hold more.
+  const std::string chunk(64 * 1024, 'd');
+  uint32_t streams = 0;
+  for (; streams < 1000 && reset.empty(); ++streams) {
+    const uint32_t guest_port = 10000 + streams;
+    send(to_host(vsock::kOpRequest, guest_port, 1025));
+    ASSERT_TRUE(next_for(guest_port, vsock::kOpResponse)) << "stream " << streams;
+    pollfd pfd{.fd = listener.get(), .events = POLLIN, .revents = 0};
+    ASSERT_EQ(::poll(&pfd, 1, 10000), 1);
+    hosts.emplace_back(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    for (uint32_t sent = 0; sent < kGuestBufAlloc; sent += chunk.size()) {
+      send(to_host(vsock::kOpRw, guest_port, 1025), chunk);
+      ASSERT_LE(device_->buffered_for_hosts(), vsock::Muxer::kMaxBufferedForHosts);
+    }
+    // Let RSTs (and credit updates) through to the guest's buffers.
+    while (auto packet = receive(10ms)) {
+      if (packet->header.op == vsock::kOpRst) {
+        reset.insert(packet->header.dst_port);
+      }
+    }
+  }
+  ASSERT_FALSE(reset.empty()) << streams << " streams of " << kGuestBufAlloc
+                              << " bytes each and no reset";
+  EXPECT_GT(device_->buffered_for_hosts(), vsock::Muxer::kMaxBufferedForHosts / 2);
+  // The streams before it lost nothing: the first host reads all its stream sent.
+  EXPECT_EQ(hosts.front().read_exact(kGuestBufAlloc), std::string(kGuestBufAlloc, 'd'));
 }
 
 INSTANTIATE_TEST_SUITE_P(PollModes, VirtioVsockTest,

@@ -1,19 +1,36 @@
 #include "vmm/agent/client.h"
 
+#include <fmt/format.h>
 #include <linux/vm_sockets.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "vmm/agent/frame_io.h"
 
 namespace dsec::agent {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kStoppedAnsweringHint =
+    "the guest may be hung or overloaded: its console, and `kill -USR1` on its dsec-vmm (which "
+    "logs where its vCPUs and devices stand), say more; dsec-vmm exec and cp --answer-timeout "
+    "give it longer";
+
+std::string seconds(std::chrono::milliseconds t) {
+  return fmt::format("{:g} s", static_cast<double>(t.count()) / 1000.0);
+}
 
 // The guest's answer to a request it refused, or a frame that should not have come.
 std::unexpected<Error> unexpected_frame(const Frame& f, const char* during) {
@@ -27,27 +44,132 @@ std::unexpected<Error> unexpected_frame(const Frame& f, const char* during) {
               " frame during the " + during);
 }
 
-Result<Frame> expect_frame(FrameReader& reader, const char* during) {
-  auto f = DSEC_TRY(reader.next());
-  if (!f) {
-    return fail(std::string("the guest agent closed the connection during the ") + during);
-  }
-  return std::move(*f);
-}
-
-}  // namespace
-
-Status set_receive_timeout(int fd, std::chrono::milliseconds timeout) {
+Status set_socket_timeout(int fd, int option, std::chrono::milliseconds timeout) {
   const timeval tv{.tv_sec = static_cast<time_t>(timeout.count() / 1000),
                    .tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
-  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
-    return fail_errno("setsockopt(SO_RCVTIMEO) on an agent connection", errno);
+  if (::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv) != 0) {
+    return fail_errno("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO) on a vsock connection", errno);
   }
   return ok();
 }
 
+// What a wait on the guest does once the answer timeout passed with nothing moving: ok() to
+// wait once more, an Error to give up with.
+using Stalled = std::function<Status()>;
+
+// The Stalled of every request but an exec: give up.
+Stalled give_up(const char* during, std::chrono::milliseconds timeout) {
+  return [during, timeout]() -> Status {
+    return fail(fmt::format("the guest stopped answering: nothing moved on its agent connection "
+                            "for {} during the {}",
+                            seconds(timeout), during),
+                kStoppedAnsweringHint);
+  };
+}
+
+// One request's connection to the agent (a stream socket from the Connector). Every wait
+// on the guest is a poll that lasts at most the answer timeout; when one runs out,
+// `stalled` decides.
+class Stream {
+ public:
+  Stream(UniqueFd fd, std::chrono::milliseconds timeout)
+      : fd_(std::move(fd)), reader_(fd_.get()), timeout_(timeout) {}
+
+  // Sends one frame; the guest must take all of it within the timeout.
+  Status send(MessageType type, uint32_t id, std::span<const uint8_t> payload,
+              const Stalled& stalled) {
+    const std::vector<uint8_t> frame = encode_frame(type, id, payload);
+    std::span<const uint8_t> left(frame);
+    auto deadline = Clock::now() + timeout_;
+    while (!left.empty()) {
+      if (!DSEC_TRY(wait(POLLOUT, deadline))) {
+        DSEC_TRY(stalled());
+        deadline = Clock::now() + timeout_;
+        continue;
+      }
+      const ssize_t n = ::send(fd_.get(), left.data(), left.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+        continue;
+      }
+      if (n < 0) {
+        return fail_errno("agent connection: write", errno);
+      }
+      left = left.subspan(static_cast<size_t>(n));
+    }
+    return ok();
+  }
+
+  // A whole frame the guest sent already, without waiting for one; nullopt if there is none
+  // (or the stream broke).
+  std::optional<Frame> received_already() {
+    while (true) {
+      Result<std::optional<Frame>> frame = reader_.buffered();
+      if (!frame) {
+        return std::nullopt;
+      }
+      if (std::optional<Frame>& whole = *frame; whole.has_value()) {
+        return std::move(whole);
+      }
+      pollfd ready{.fd = fd_.get(), .events = POLLIN, .revents = 0};
+      if (::poll(&ready, 1, 0) <= 0) {
+        return std::nullopt;
+      }
+      auto more = reader_.fill();
+      if (!more || !*more) {
+        return std::nullopt;
+      }
+    }
+  }
+
+  // The next frame, whole within the timeout. An Error, naming `during`, when the agent
+  // closed the connection, or for a malformed frame.
+  Result<Frame> receive(const char* during, const Stalled& stalled) {
+    auto deadline = Clock::now() + timeout_;
+    while (true) {
+      if (auto frame = DSEC_TRY(reader_.buffered())) {
+        return std::move(*frame);
+      }
+      if (!DSEC_TRY(wait(POLLIN, deadline))) {
+        DSEC_TRY(stalled());
+        deadline = Clock::now() + timeout_;
+        continue;
+      }
+      if (!DSEC_TRY(reader_.fill())) {
+        DSEC_TRY(reader_.check_clean_end());
+        return fail(std::string("the guest agent closed the connection during the ") + during);
+      }
+    }
+  }
+
+ private:
+  // Whether the socket became ready for `events` (or failed, which the read or write then
+  // reports) before `deadline`.
+  Result<bool> wait(short events, Clock::time_point deadline) {
+    while (true) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        return false;
+      }
+      pollfd ready{.fd = fd_.get(), .events = events, .revents = 0};
+      const int n = ::poll(&ready, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+      if (n > 0) {
+        return true;
+      }
+      if (n < 0 && errno != EINTR) {
+        return fail_errno("agent connection: poll", errno);
+      }
+    }
+  }
+
+  UniqueFd fd_;
+  FrameReader reader_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
 Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
-                                   std::chrono::milliseconds handshake_timeout) {
+                                   std::chrono::milliseconds timeout) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) {
     return fail_errno("socket(AF_UNIX)", errno);
@@ -59,14 +181,21 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
                 "' is longer than a Unix socket path may be");
   }
   std::memcpy(addr.sun_path, uds_path.c_str(), uds_path.size() + 1);
+  // A Unix stream connect waits while the listener's backlog is full, which is a VMM that
+  // stopped accepting; the send timeout bounds that wait (and the CONNECT line's write).
+  DSEC_TRY(set_socket_timeout(fd.get(), SO_SNDTIMEO, timeout));
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno == EAGAIN) {
+      return fail("the VM's vsock socket " + uds_path + " did not accept a connection within " +
+                      seconds(timeout),
+                  "the VM may be stuck: `kill -USR1` its dsec-vmm to log where its devices stand");
+    }
     return fail_errno("connect to the VM's vsock socket " + uds_path, errno,
                       "is the VM running with this vsock socket?");
   }
   // The VMM answers CONNECT as soon as the guest accepts or refuses: a socket silent past
-  // the handshake timeout belongs to a stuck VM, and the caller hears so instead of waiting
-  // for ever. The timeout holds for the handshake only.
-  DSEC_TRY(set_receive_timeout(fd.get(), handshake_timeout));
+  // the timeout belongs to a stuck VM, and the caller hears so instead of waiting for ever.
+  DSEC_TRY(set_socket_timeout(fd.get(), SO_RCVTIMEO, timeout));
   const std::string hello = "CONNECT " + std::to_string(port) + "\n";
   DSEC_TRY(
       write_all(fd.get(), std::span(reinterpret_cast<const uint8_t*>(hello.data()), hello.size())));
@@ -81,7 +210,7 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       return fail("the VM's vsock socket " + uds_path +
                       " did not answer a connection to guest port " + std::to_string(port) +
-                      " within " + std::to_string(handshake_timeout.count()) + " ms",
+                      " within " + seconds(timeout),
                   "the VM may be stuck: `kill -USR1` its dsec-vmm to log where its devices stand");
     }
     if (n <= 0) {
@@ -89,7 +218,9 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
     }
     if (c == '\n') {
       if (line.rfind("OK ", 0) == 0) {
-        DSEC_TRY(set_receive_timeout(fd.get(), std::chrono::milliseconds(0)));
+        // The stream's own waits are the client's (AgentClient), not the socket's.
+        DSEC_TRY(set_socket_timeout(fd.get(), SO_RCVTIMEO, std::chrono::milliseconds(0)));
+        DSEC_TRY(set_socket_timeout(fd.get(), SO_SNDTIMEO, std::chrono::milliseconds(0)));
         return fd;
       }
       break;
@@ -118,45 +249,60 @@ Result<UniqueFd> connect_vsock(uint32_t cid, uint32_t port) {
 }
 
 Result<HealthReply> AgentClient::health() {
-  const UniqueFd fd = DSEC_TRY(connector_());
+  constexpr const char* kDuring = "health check";
+  const Stalled stalled = give_up(kDuring, answer_timeout_);
+  Stream stream(DSEC_TRY(connector_()), answer_timeout_);
   const uint32_t id = next_id_++;
-  DSEC_TRY(send_frame(fd.get(), MessageType::kHealth, id, {}));
-  FrameReader reader(fd.get());
-  const Frame f = DSEC_TRY(expect_frame(reader, "health check"));
+  DSEC_TRY(stream.send(MessageType::kHealth, id, {}, stalled));
+  const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
   if (f.type != MessageType::kHealthOk) {
-    return unexpected_frame(f, "health check");
+    return unexpected_frame(f, kDuring);
   }
   return decode_health_reply(f.payload);
 }
 
 Status AgentClient::clone_sync(const CloneSyncRequest& req) {
-  const UniqueFd fd = DSEC_TRY(connector_());
+  constexpr const char* kDuring = "clone sync";
+  const Stalled stalled = give_up(kDuring, answer_timeout_);
+  Stream stream(DSEC_TRY(connector_()), answer_timeout_);
   const uint32_t id = next_id_++;
-  DSEC_TRY(send_frame(fd.get(), MessageType::kCloneSync, id, encode(req)));
-  FrameReader reader(fd.get());
-  const Frame f = DSEC_TRY(expect_frame(reader, "clone sync"));
+  DSEC_TRY(stream.send(MessageType::kCloneSync, id, encode(req), stalled));
+  const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
   if (f.type != MessageType::kOk) {
-    return unexpected_frame(f, "clone sync");
+    return unexpected_frame(f, kDuring);
+  }
+  return ok();
+}
+
+Status AgentClient::still_answering(const char* during) {
+  if (auto health_reply = health(); !health_reply) {
+    return fail(fmt::format("the guest stopped answering: the {}'s connection was quiet for {}, "
+                            "and a health check on a fresh connection failed ({})",
+                            during, seconds(answer_timeout_), health_reply.error().message()),
+                kStoppedAnsweringHint);
   }
   return ok();
 }
 
 Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdout,
                                      const Sink& on_stderr, std::span<const uint8_t> stdin_data) {
-  const UniqueFd fd = DSEC_TRY(connector_());
+  constexpr const char* kDuring = "exec";
+  // The command decides when its output comes and when it reads its stdin: a quiet
+  // connection is a problem only when the agent no longer answers at all.
+  const Stalled stalled = [this] { return still_answering(kDuring); };
+  Stream stream(DSEC_TRY(connector_()), answer_timeout_);
   const uint32_t id = next_id_++;
-  DSEC_TRY(send_frame(fd.get(), MessageType::kExec, id, encode(req)));
+  DSEC_TRY(stream.send(MessageType::kExec, id, encode(req), stalled));
   if (req.stdin_open) {
     while (!stdin_data.empty()) {
       const auto chunk = stdin_data.first(std::min<size_t>(stdin_data.size(), kMaxChunk));
-      DSEC_TRY(send_frame(fd.get(), MessageType::kStdin, id, chunk));
+      DSEC_TRY(stream.send(MessageType::kStdin, id, chunk, stalled));
       stdin_data = stdin_data.subspan(chunk.size());
     }
-    DSEC_TRY(send_frame(fd.get(), MessageType::kStdinClose, id, {}));
+    DSEC_TRY(stream.send(MessageType::kStdinClose, id, {}, stalled));
   }
-  FrameReader reader(fd.get());
   while (true) {
-    const Frame f = DSEC_TRY(expect_frame(reader, "exec"));
+    const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
     if (f.request_id != id) {
       return fail("agent protocol: an answer for request " + std::to_string(f.request_id));
     }
@@ -170,23 +316,23 @@ Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdo
       case MessageType::kExit:
         return decode_exit_status(f.payload);
       default:
-        return unexpected_frame(f, "exec");
+        return unexpected_frame(f, kDuring);
     }
   }
 }
 
 Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& guest_path,
                                uint32_t mode) {
-  const UniqueFd fd = DSEC_TRY(connector_());
+  constexpr const char* kDuring = "file copy";
+  const Stalled stalled = give_up(kDuring, answer_timeout_);
+  Stream stream(DSEC_TRY(connector_()), answer_timeout_);
   const uint32_t id = next_id_++;
-  FrameReader reader(fd.get());
   // The agent refuses a file (no such directory, say) by answering at once and closing, so
-  // a send may fail: its answer, when there is one, says why.
+  // a send may fail: its answer, when it is there, says why.
   const auto send_or_answer = [&](MessageType type, std::span<const uint8_t> payload) -> Status {
-    if (auto s = send_frame(fd.get(), type, id, payload); !s) {
-      auto f = reader.next();
-      if (f && *f) {
-        return unexpected_frame(**f, "file copy");
+    if (auto s = stream.send(type, id, payload, stalled); !s) {
+      if (auto f = stream.received_already()) {
+        return unexpected_frame(*f, kDuring);
       }
       return s;
     }
@@ -212,38 +358,52 @@ Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& 
     sent += static_cast<uint64_t>(n);
   }
   DSEC_TRY(send_or_answer(MessageType::kFileEnd, {}));
-  const Frame f = DSEC_TRY(expect_frame(reader, "file copy"));
+  const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
   if (f.type != MessageType::kOk) {
-    return unexpected_frame(f, "file copy");
+    return unexpected_frame(f, kDuring);
   }
   return ok();
 }
 
-Result<FileInfo> AgentClient::read_file(const std::string& guest_path, const Sink& sink) {
-  const UniqueFd fd = DSEC_TRY(connector_());
+Result<FileInfo> AgentClient::read_file(const std::string& guest_path, const Sink& sink,
+                                        const std::function<Status(const FileInfo&)>& on_info) {
+  constexpr const char* kDuring = "file copy";
+  const Stalled stalled = give_up(kDuring, answer_timeout_);
+  Stream stream(DSEC_TRY(connector_()), answer_timeout_);
   const uint32_t id = next_id_++;
-  DSEC_TRY(send_frame(fd.get(), MessageType::kReadFile, id, encode(ReadFileRequest{guest_path})));
-  FrameReader reader(fd.get());
-  const Frame first = DSEC_TRY(expect_frame(reader, "file copy"));
+  DSEC_TRY(stream.send(MessageType::kReadFile, id, encode(ReadFileRequest{guest_path}), stalled));
+  const Frame first = DSEC_TRY(stream.receive(kDuring, stalled));
   if (first.type != MessageType::kFileInfo) {
-    return unexpected_frame(first, "file copy");
+    return unexpected_frame(first, kDuring);
   }
   const FileInfo info = DSEC_TRY(decode_file_info(first.payload));
+  if (on_info) {
+    DSEC_TRY(on_info(info));
+  }
+  // The announced size bounds what is taken: a frame past it ends the copy there, before
+  // its bytes reach the sink.
   uint64_t received = 0;
   while (true) {
-    const Frame f = DSEC_TRY(expect_frame(reader, "file copy"));
+    const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
     if (f.type == MessageType::kFileEnd) {
       break;
     }
     if (f.type != MessageType::kFileData) {
-      return unexpected_frame(f, "file copy");
+      return unexpected_frame(f, kDuring);
+    }
+    if (f.payload.size() > info.size - received) {
+      return fail(fmt::format("copying {} out of the guest: the guest sent more than the {} bytes "
+                              "it announced",
+                              guest_path, info.size),
+                  "the guest misbehaves (its agent sends what it announced, no more); nothing "
+                  "past the announced size was taken");
     }
     received += f.payload.size();
     DSEC_TRY(sink(f.payload));
   }
   if (received != info.size) {
-    return fail("copying " + guest_path + " out of the guest: " + std::to_string(received) +
-                " bytes arrived, the guest announced " + std::to_string(info.size));
+    return fail(fmt::format("copying {} out of the guest: {} bytes arrived, the guest announced {}",
+                            guest_path, received, info.size));
   }
   return info;
 }

@@ -20,26 +20,33 @@ using Connector = std::function<Result<UniqueFd>()>;
 // Receives streamed bytes (stdout, stderr, a file's contents). An Error stops the request.
 using Sink = std::function<Status(std::span<const uint8_t>)>;
 
-// How long the VMM may take to answer a vsock CONNECT before the VM counts as stuck.
-inline constexpr std::chrono::milliseconds kVsockHandshakeTimeout{30000};
+// How long the host waits on the guest at any one step of a request unless told otherwise
+// (dsec-vmm exec and cp --answer-timeout): the VMM's accept of a connection and its answer
+// to CONNECT, each reply frame to arrive whole, and the guest to take each frame we send.
+inline constexpr std::chrono::milliseconds kDefaultAnswerTimeout{30000};
 
 // Connects to a Firecracker-style vsock Unix socket and asks for guest `port`
-// (`CONNECT <port>\n`, answered `OK <n>\n` within `handshake_timeout`); the stream is
-// then the guest's, with no timeout on it.
-Result<UniqueFd> connect_vsock_uds(
-    const std::string& uds_path, uint32_t port,
-    std::chrono::milliseconds handshake_timeout = kVsockHandshakeTimeout);
+// (`CONNECT <port>\n`, answered `OK <n>\n`): the connect and the answer each within
+// `timeout`. The stream is then the guest's, with no timeout left on the socket.
+Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
+                                   std::chrono::milliseconds timeout = kDefaultAnswerTimeout);
 
 // Connects straight to guest `cid`:`port` over AF_VSOCK: for VMMs whose vsock is
 // vhost-vsock (QEMU), where the host side is the kernel's.
 Result<UniqueFd> connect_vsock(uint32_t cid, uint32_t port);
 
-// Makes a read on `fd` fail with EAGAIN after `timeout` without data (0: never).
-Status set_receive_timeout(int fd, std::chrono::milliseconds timeout);
-
+// Every wait on the guest is bounded by the client's answer timeout: a reply frame that is
+// not whole within it, or a frame of ours the guest does not take within it, ends the
+// request with an Error saying that the guest stopped answering (a health check, a clone
+// sync, a file copy). An exec is the exception, since its command may run silent (or leave
+// its stdin unread) for as long as it likes: when its connection stays quiet that long, the
+// client asks the agent for a health check on a fresh connection, goes on waiting while
+// that is answered, and fails when it is not.
 class AgentClient {
  public:
-  explicit AgentClient(Connector connector) : connector_(std::move(connector)) {}
+  explicit AgentClient(Connector connector,
+                       std::chrono::milliseconds answer_timeout = kDefaultAnswerTimeout)
+      : connector_(std::move(connector)), answer_timeout_(answer_timeout) {}
 
   Result<HealthReply> health();
   // Gives a restored clone's guest fresh entropy and the host's wall clock
@@ -50,11 +57,22 @@ class AgentClient {
                           std::span<const uint8_t> stdin_data = {});
   // Copies `size` bytes read from `source_fd` into guest_path with `mode`.
   Status write_file(int source_fd, uint64_t size, const std::string& guest_path, uint32_t mode);
-  // Streams guest_path into `sink`; returns what the guest said of the file.
-  Result<FileInfo> read_file(const std::string& guest_path, const Sink& sink);
+  // Streams guest_path into `sink`; returns what the guest said of the file. `on_info`, if
+  // given, hears the guest's file-info (size and mode) before any data; an Error from it
+  // stops the copy. A guest that sends more than the size it announced fails the copy at
+  // the frame that goes past it; one that sends less, at its file-end.
+  Result<FileInfo> read_file(const std::string& guest_path, const Sink& sink,
+                             const std::function<Status(const FileInfo&)>& on_info = {});
+
+  std::chrono::milliseconds answer_timeout() const { return answer_timeout_; }
 
  private:
+  // Whether the agent still answers (a health check on a fresh connection), for an exec
+  // whose own connection stayed quiet for the answer timeout.
+  Status still_answering(const char* during);
+
   Connector connector_;
+  std::chrono::milliseconds answer_timeout_;
   uint32_t next_id_ = 1;
 };
 

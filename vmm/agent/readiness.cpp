@@ -41,11 +41,7 @@ Status retry(const char* what, std::chrono::milliseconds timeout,
 constexpr std::chrono::milliseconds kReplyTimeout{10000};
 
 AgentClient client_for(const std::string& uds_path) {
-  return AgentClient([uds_path]() -> Result<UniqueFd> {
-    UniqueFd fd = DSEC_TRY(connect_vsock_uds(uds_path, kAgentPort));
-    DSEC_TRY(set_receive_timeout(fd.get(), kReplyTimeout));
-    return fd;
-  });
+  return AgentClient([uds_path] { return connect_vsock_uds(uds_path, kAgentPort); }, kReplyTimeout);
 }
 
 }  // namespace

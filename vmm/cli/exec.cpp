@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "vmm/agent/client.h"
+#include "vmm/agent/file_copy.h"
 #include "vmm/agent/frame_io.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
@@ -23,8 +25,27 @@ namespace {
 constexpr int kExitTimedOut = 124;
 constexpr int kExitAgentError = 125;
 
-agent::AgentClient client_for(const std::string& vsock) {
-  return agent::AgentClient([vsock] { return agent::connect_vsock_uds(vsock, agent::kAgentPort); });
+agent::AgentClient client_for(const std::string& vsock, double answer_timeout_s) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(answer_timeout_s * 1000));
+  return agent::AgentClient(
+      [vsock, timeout] { return agent::connect_vsock_uds(vsock, agent::kAgentPort, timeout); },
+      timeout);
+}
+
+// Default of --answer-timeout, in seconds.
+constexpr double kDefaultAnswerTimeoutS =
+    std::chrono::duration<double>(agent::kDefaultAnswerTimeout).count();
+
+// --answer-timeout, the same on exec and cp.
+void add_answer_timeout_option(CLI::App& command, double& seconds, const std::string& what) {
+  command
+      .add_option("--answer-timeout", seconds,
+                  "Seconds the guest has to answer at each step (the VM's socket to accept and "
+                  "answer the connection, the agent each reply and each frame we send); past "
+                  "them the " +
+                      what + " fails, saying the guest stopped answering")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
 }
 
 agent::Sink to_fd(int fd) {
@@ -37,6 +58,7 @@ struct ExecOptions {
   std::vector<std::string> env;
   std::string cwd;
   double timeout_s = 0;
+  double answer_timeout_s = kDefaultAnswerTimeoutS;
   bool stdin_open = false;
 };
 
@@ -70,7 +92,7 @@ int exec_main(const ExecOptions& o) {
     }
     input = std::move(*in);
   }
-  auto client = client_for(o.vsock);
+  auto client = client_for(o.vsock, o.answer_timeout_s);
   auto status = client.exec(req, to_fd(STDOUT_FILENO), to_fd(STDERR_FILENO), input);
   if (!status) {
     (void)std::fprintf(stderr, "dsec-vmm exec: %s\n", status.error().message().c_str());
@@ -93,6 +115,7 @@ struct CpOptions {
   std::string vsock;
   std::string source;
   std::string destination;
+  double answer_timeout_s = kDefaultAnswerTimeoutS;
 };
 
 constexpr std::string_view kGuestPrefix = "vm:";
@@ -105,7 +128,7 @@ int cp_main(const CpOptions& o) {
         stderr, "dsec-vmm cp: exactly one of SOURCE and DEST must be a guest path (vm:/path)\n");
     return 1;
   }
-  auto client = client_for(o.vsock);
+  auto client = client_for(o.vsock, o.answer_timeout_s);
   if (into_guest) {
     const UniqueFd in(::open(o.source.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st {};
@@ -122,22 +145,14 @@ int cp_main(const CpOptions& o) {
     }
     return 0;
   }
-  // Out of the guest: into a temporary file beside DEST, renamed over it when whole.
-  const std::string tmp = o.destination + ".dsec-partial";
-  const UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!out) {
-    (void)std::fprintf(stderr, "dsec-vmm cp: cannot create %s: %s\n", tmp.c_str(),
-                       std::strerror(errno));
-    return 1;
-  }
-  auto info = client.read_file(o.source.substr(kGuestPrefix.size()), to_fd(out.get()));
-  if (!info || ::fchmod(out.get(), info->mode) != 0 ||
-      ::rename(tmp.c_str(), o.destination.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    (void)std::fprintf(
-        stderr, "dsec-vmm cp: %s\n",
-        info ? (std::string("cannot write ") + o.destination + ": " + std::strerror(errno)).c_str()
-             : info.error().message().c_str());
+  // Out of the guest: the file lands whole with the guest's permission bits less our umask
+  // (never setuid, setgid or sticky), or not at all.
+  const mode_t umask = ::umask(0);
+  ::umask(umask);
+  auto copied =
+      agent::copy_out_of_guest(client, o.source.substr(kGuestPrefix.size()), o.destination, umask);
+  if (!copied) {
+    (void)std::fprintf(stderr, "dsec-vmm cp: %s\n", copied.error().message().c_str());
     return 1;
   }
   return 0;
@@ -152,10 +167,12 @@ void add_exec_command(CLI::App& app, CommandAction& action) {
   exec->footer(
       "VSOCK is the VM's vsock Unix socket (dsec-vmm run --vsock). The guest must run the agent "
       "(the default image does with dsec.agent on its command line). The command's stdout and "
-      "stderr stream to ours. Exit status: the command's own; 128+N if signal N killed it; 124 if "
-      "--timeout fired (the command's whole process group is killed); 125 if the agent could not "
-      "be "
-      "reached or refused the command (the reason goes to stderr).");
+      "stderr stream to ours. The command may stay silent as long as it likes: when its "
+      "connection is quiet for --answer-timeout, a health check on a fresh connection asks the "
+      "agent whether it still answers, and exec fails (status 125) when it does not. Exit "
+      "status: the command's own; 128+N if signal N killed it; 124 if --timeout fired (the "
+      "command's whole process group is killed); 125 if the agent could not be reached, "
+      "stopped answering or refused the command (the reason goes to stderr).");
   exec->add_option("vsock", o->vsock, "The VM's vsock Unix socket")->required();
   exec->add_option("command", o->command, "The command and its arguments (after --)")->required();
   exec->add_option("--env,-e", o->env, "NAME=value for the command's environment (repeatable)")
@@ -166,18 +183,23 @@ void add_exec_command(CLI::App& app, CommandAction& action) {
                    "Kill the command after this many seconds (default: none)")
       ->check(CLI::Range(0.0, 4294967.0));
   exec->add_flag("--stdin,-i", o->stdin_open, "Send our stdin to the command (read whole first)");
+  add_answer_timeout_option(*exec, o->answer_timeout_s, "exec");
   exec->callback([&action, o] { action = [o] { return exec_main(*o); }; });
 
   auto c = std::make_shared<CpOptions>();
   CLI::App* cp = app.add_subcommand("cp", "Copy a file into or out of a running sandbox");
   cp->footer(
       "A guest path is written vm:/absolute/path; exactly one of SOURCE and DEST is one. Files "
-      "land "
-      "whole or not at all on either side (written beside the target, then renamed), with the "
-      "source's permission bits. Exit status 0, or 1 with the reason on stderr.");
+      "land whole or not at all on either side (written beside the target, synced, then renamed "
+      "over it). Into the guest, the file keeps its permission bits. Out of it, the host file "
+      "gets the guest's read, write and execute bits less our umask, never setuid, setgid or "
+      "sticky; the guest must send exactly the size it announced (a byte more fails the copy "
+      "at once), and each step must come within --answer-timeout. Exit status 0, or 1 with "
+      "the reason on stderr.");
   cp->add_option("vsock", c->vsock, "The VM's vsock Unix socket")->required();
   cp->add_option("source", c->source, "Host path, or vm:/path in the guest")->required();
   cp->add_option("dest", c->destination, "Host path, or vm:/path in the guest")->required();
+  add_answer_timeout_option(*cp, c->answer_timeout_s, "copy");
   cp->callback([&action, c] { action = [c] { return cp_main(*c); }; });
 }
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -39,6 +40,9 @@ int main(int argc, char** argv) try {
   spdlog::set_default_logger(dsec::cli::make_vmm_logger());
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows the start-up phases
   limit_thread_stacks();
+  // A closed pipe or socket (the console's reader gone, an exec's client) is an error the
+  // write reports, never a signal that kills the VMM and its guest.
+  (void)std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{
       "dsec-vmm: a KVM virtual machine monitor for short-lived, isolated Linux sandboxes."};
   app.require_subcommand(1);

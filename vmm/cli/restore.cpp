@@ -28,7 +28,7 @@ struct RestoreOptions {
   std::optional<uint64_t> vsock_cid;
   std::string net;
   std::vector<std::string> drives;
-  std::string console;
+  ConsoleOptions console;
   std::string metrics_file;
   double agent_timeout_s = 30;
   ApiOptions api;
@@ -75,23 +75,19 @@ int restore_vm(const RestoreOptions& options, jail::JailedProcess* jailed,
     (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", overrides.error().message().c_str());
     return 1;
   }
-  auto console = open_console(options.console);
+  machine::MachineConfig host;
+  host.process_start = process_start;
+  auto console = open_console(options.console, host, true);
   if (!console) {
     (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", console.error().message().c_str());
     return 1;
   }
-  machine::MachineConfig host;
-  host.process_start = process_start;
   auto seccomp = seccomp::policy_for(options.seccomp);
   if (!seccomp) {
     (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", seccomp.error().message().c_str());
     return 1;
   }
   host.seccomp = *seccomp;
-  if (*console) {
-    host.console_output_fd = console->get();
-  }
-  host.console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
   const auto files = snapshot::snapshot_files(options.snapshot_dir);
   auto built = Clock::now();
   auto build = [&] {
@@ -129,7 +125,7 @@ Status jail_paths(const jail::JailPaths& paths, RestoreOptions& options) {
   if (!options.vsock.empty()) {
     options.vsock = DSEC_TRY(paths.inside(options.vsock, "--vsock"));
   }
-  return jail_serve_paths(paths, options.console, options.metrics_file, options.api);
+  return jail_serve_paths(paths, options.console.path, options.metrics_file, options.api);
 }
 
 int restore_main(const RestoreOptions& options, Clock::time_point process_start) {
@@ -190,7 +186,7 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
                    "and read-only setting as when snapshotted)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  restore->add_option("--console", options->console, "Write the guest's console to this file");
+  add_console_options(*restore, options->console);
   restore->add_option("--metrics-file", options->metrics_file,
                       "Write figures (JSON) here when the VM ends");
   restore

@@ -18,7 +18,7 @@ namespace {
 
 struct RunOptions {
   VmOptions vm;
-  std::string console;  // file for the serial output; empty: stdout
+  ConsoleOptions console;
   std::string metrics_file;
   std::string profile_guest;  // empty: no profile
   uint32_t profile_interval_us = 1000;
@@ -30,15 +30,11 @@ struct RunOptions {
 // guest runs.
 int run_vm(machine::MachineConfig config, const RunOptions& options, jail::JailedProcess* jailed,
            std::chrono::steady_clock::time_point process_start) {
-  auto console = open_console(options.console);
+  auto console = open_console(options.console, config, true);
   if (!console) {
     (void)std::fprintf(stderr, "dsec-vmm run: %s\n", console.error().message().c_str());
     return 1;
   }
-  if (*console) {
-    config.console_output_fd = console->get();
-  }
-  config.console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
   return serve_vm([&] { return machine::Machine::create(config); },
                   {.command = "run",
                    .metrics_file = options.metrics_file,
@@ -64,7 +60,7 @@ Status jail_paths(const jail::JailPaths& paths, machine::MachineConfig& config,
     config.guest_profile_path =
         DSEC_TRY(paths.inside(config.guest_profile_path, "--profile-guest"));
   }
-  return jail_serve_paths(paths, options.console, options.metrics_file, options.api);
+  return jail_serve_paths(paths, options.console.path, options.metrics_file, options.api);
 }
 
 int run_main(const RunOptions& options, std::chrono::steady_clock::time_point process_start) {
@@ -116,7 +112,7 @@ void add_run_command(CLI::App& app, CommandAction& action,
       "pins) and the state of every virtio device (its queues' indices, vsock's streams and "
       "credit), for a look at a VM that seems stuck.");
   add_vm_options(*run, options->vm);
-  run->add_option("--console", options->console, "Write the guest's console to this file");
+  add_console_options(*run, options->console);
   run->add_option("--metrics-file", options->metrics_file,
                   "Write boot figures (JSON) here when the VM ends");
   run->add_option("--profile-guest", options->profile_guest,

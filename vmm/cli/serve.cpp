@@ -28,24 +28,18 @@ struct ServeCommandOptions {
   ApiOptions api;
   bool no_api = false;
   std::string config_file;
-  std::string console;
+  ConsoleOptions console;
   double agent_timeout_s = 30;
   seccomp::Mode seccomp = seccomp::Mode::kOn;
 };
 
-// What the host decides of any VM this VMM runs: its console (written to `console`, a
-// file --console opened, or stdout), the process start and the seccomp policy.
-Result<machine::MachineConfig> host_settings(const ServeCommandOptions& options,
-                                             const UniqueFd& console,
-                                             Clock::time_point process_start) {
-  machine::MachineConfig host;
+// What the host decides of any VM this VMM runs: its console (--console and its limit,
+// already opened into `host`), the process start and the seccomp policy.
+Status host_settings(const ServeCommandOptions& options, machine::MachineConfig& host,
+                     Clock::time_point process_start) {
   host.process_start = process_start;
   host.seccomp = DSEC_TRY(seccomp::policy_for(options.seccomp));
-  if (console) {
-    host.console_output_fd = console.get();
-  }
-  host.console_input_fd = ::isatty(STDIN_FILENO) || options.console.empty() ? STDIN_FILENO : -1;
-  return host;
+  return ok();
 }
 
 // --config-file: the file's VM, its logger configured first.
@@ -83,18 +77,19 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
                        "dsec-vmm serve: give --api-sock PATH, or --no-api with --config-file\n");
     return 1;
   }
-  auto console = open_console(options.console);
-  auto host =
-      console ? host_settings(options, *console, process_start) : std::unexpected(console.error());
-  if (!host) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", host.error().message().c_str());
+  machine::MachineConfig host;
+  auto console = open_console(options.console, host, true);
+  const Status settled =
+      console ? host_settings(options, host, process_start) : std::unexpected(console.error());
+  if (!settled) {
+    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", settled.error().message().c_str());
     return 1;
   }
   if (!options.config_file.empty()) {
-    return boot_config_file(options, *host, process_start);
+    return boot_config_file(options, host, process_start);
   }
   api::MachineBackend::LoadSettings settings;
-  settings.host = *host;
+  settings.host = host;
   settings.agent_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.agent_timeout_s * 1000));
   settings.configure_logger = configure_log;
@@ -191,7 +186,7 @@ void add_serve_command(CLI::App& app, CommandAction& action, Clock::time_point p
                  "Serve no API socket (needs --config-file), as Firecracker's --no-api")
       ->needs(config_file)
       ->excludes("--api-sock");
-  serve->add_option("--console", options->console, "Write the guest's console to this file");
+  add_console_options(*serve, options->console);
   add_seccomp_option(*serve, options->seccomp);
   serve
       ->add_option("--agent-timeout", options->agent_timeout_s,

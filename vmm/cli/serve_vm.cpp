@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -56,14 +57,31 @@ void add_api_options(CLI::App& command, ApiOptions& options, const std::string& 
       ->capture_default_str();
 }
 
-Result<UniqueFd> open_console(const std::string& path) {
-  if (path.empty()) {
+void add_console_options(CLI::App& command, ConsoleOptions& options) {
+  command.add_option("--console", options.path,
+                     "Write the guest's console to this file instead of stdout");
+  command
+      .add_option("--console-limit", options.limit,
+                  "How much console output the --console file takes (bytes, or with a unit: "
+                  "256KiB, 64MiB, 1GiB; kB and MB are powers of 1000), after which the rest "
+                  "is dropped (logged once); 0: no limit")
+      ->transform(CLI::AsSizeValue(true))
+      ->default_str("64MiB");
+}
+
+Result<UniqueFd> open_console(const ConsoleOptions& options, machine::MachineConfig& config,
+                              bool input) {
+  config.console_input_fd =
+      input && (::isatty(STDIN_FILENO) || options.path.empty()) ? STDIN_FILENO : -1;
+  if (options.path.empty()) {
     return UniqueFd();
   }
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd fd(::open(options.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd) {
-    return fail_errno("cannot open --console " + path, errno, "check the directory exists");
+    return fail_errno("cannot open --console " + options.path, errno, "check the directory exists");
   }
+  config.console_output_fd = fd.get();
+  config.console_output_limit = options.limit;
   return fd;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,9 +38,20 @@ struct ServeOptions {
   ApiOptions api;
 };
 
-// Opens `path` (created or truncated) for the guest's console; an empty path: an empty fd
-// (the console stays on stdout).
-Result<UniqueFd> open_console(const std::string& path);
+// --console and --console-limit (run, warm, restore, serve).
+struct ConsoleOptions {
+  static constexpr uint64_t kDefaultLimit = uint64_t{64} << 20;
+  std::string path;                // empty: the console stays on stdout
+  uint64_t limit = kDefaultLimit;  // bytes; 0: none
+};
+void add_console_options(CLI::App& command, ConsoleOptions& options);
+
+// Opens --console (created or truncated) and points `config`'s console at it, with its size
+// limit; without --console the output stays on stdout, unlimited. With `input`, the guest
+// reads stdin when stdin is a terminal or the output is stdout. Returns the file (an empty
+// fd for stdout), which must outlive the VM.
+Result<UniqueFd> open_console(const ConsoleOptions& options, machine::MachineConfig& config,
+                              bool input);
 
 // Builds the VM with `build` (signals blocked first, so that no thread of the VM sees
 // them; the API socket bound before, so that a path in use fails at once), starts it and

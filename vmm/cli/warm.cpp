@@ -28,7 +28,7 @@ struct WarmOptions {
   VmOptions vm;
   std::string out;
   std::vector<std::string> execs;  // shell commands, run in order with /bin/sh -c
-  std::string console;
+  ConsoleOptions console;
   double agent_timeout_s = 120;
 };
 
@@ -109,15 +109,11 @@ int warm_main(WarmOptions options, Clock::time_point process_start) {
       config->cmdline.find("dsec.agent") == std::string::npos) {
     config->cmdline += " dsec.agent";  // the default image serves the agent only when asked
   }
-  auto console = open_console(options.console);
+  auto console = open_console(options.console, *config, false);
   if (!console) {
     (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", console.error().message().c_str());
     return 1;
   }
-  if (*console) {
-    config->console_output_fd = console->get();
-  }
-  config->console_input_fd = -1;
   // SIGINT and SIGTERM stop the VM, SIGUSR1 logs its interrupts' and devices' state (as
   // for run): a warm-up that hangs can say where.
   io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
@@ -187,7 +183,7 @@ void add_warm_command(CLI::App& app, CommandAction& action, Clock::time_point pr
                    "A set-up command to run in the guest before the snapshot (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  warm_cmd->add_option("--console", options->console, "Write the guest's console to this file");
+  add_console_options(*warm_cmd, options->console);
   warm_cmd
       ->add_option("--agent-timeout", options->agent_timeout_s,
                    "Seconds to wait for the agent after the boot starts")

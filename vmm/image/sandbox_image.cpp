@@ -1,6 +1,7 @@
 #include "vmm/image/sandbox_image.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,9 +15,15 @@
 namespace dsec::image {
 namespace {
 
-// EROFS's on-disk superblock (fs/erofs/erofs_fs.h): at byte 1024, a little-endian magic.
+// EROFS's on-disk superblock (fs/erofs/erofs_fs.h): at byte 1024, little-endian: the
+// magic, then at +12 the block size's log2 and at +36 the file system's size in blocks.
 constexpr off_t kErofsSuperblockOffset = 1024;
 constexpr std::array<uint8_t, 4> kErofsMagic{0xe2, 0xe1, 0xf5, 0xe0};  // 0xE0F5E1E2
+constexpr size_t kBlockSizeBitsAt = 12;
+constexpr size_t kBlocksAt = 36;
+constexpr size_t kSuperblockRead = 40;
+// The guest kernel (6.1) reads EROFS with 4 KiB blocks only.
+constexpr uint8_t kBlockSizeBits = 12;
 
 constexpr const char* kMakeOne =
     "give an image made by images/build-rootfs or dsec-vmm image import";
@@ -36,13 +43,32 @@ Status check_sandbox_image(const std::filesystem::path& path) {
   if (!S_ISREG(st.st_mode)) {
     return fail(what + " is not a regular file", kMakeOne);
   }
-  std::array<uint8_t, 4> magic{};
-  const ssize_t n = ::pread(fd.get(), magic.data(), magic.size(), kErofsSuperblockOffset);
+  std::array<uint8_t, kSuperblockRead> superblock{};
+  const ssize_t n = ::pread(fd.get(), superblock.data(), superblock.size(), kErofsSuperblockOffset);
   if (n < 0) {
     return fail_errno(what, errno);
   }
-  if (static_cast<size_t>(n) != magic.size() || magic != kErofsMagic) {
+  if (static_cast<size_t>(n) != superblock.size() ||
+      !std::equal(kErofsMagic.begin(), kErofsMagic.end(), superblock.begin())) {
     return fail(what + " is not an EROFS file system (no EROFS superblock at byte 1024)", kMakeOne);
+  }
+  // What the guest would otherwise find only when it mounts the image, or later.
+  const uint8_t block_size_bits = superblock[kBlockSizeBitsAt];
+  if (block_size_bits != kBlockSizeBits) {
+    return fail(fmt::format("{} has a damaged EROFS superblock, or one for blocks other than "
+                            "the 4096 bytes the guest kernel reads (its block size's log2 is {})",
+                            what, block_size_bits),
+                kMakeOne);
+  }
+  uint32_t blocks = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    blocks |= static_cast<uint32_t>(superblock[kBlocksAt + i]) << (8 * i);
+  }
+  const uint64_t needed = uint64_t{blocks} << kBlockSizeBits;
+  if (static_cast<uint64_t>(st.st_size) < needed) {
+    return fail(fmt::format("{} is truncated: it is {} bytes, and its EROFS superblock says {}",
+                            what, st.st_size, needed),
+                "copy the image again");
   }
   return ok();
 }

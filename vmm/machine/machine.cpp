@@ -1,10 +1,7 @@
 #include "vmm/machine/machine.h"
 
 #include <fmt/format.h>
-#include <poll.h>
-#include <pthread.h>
 #include <spdlog/spdlog.h>
-#include <sys/eventfd.h>
 
 #include <thread>
 #include <utility>
@@ -14,7 +11,6 @@
 #include "vmm/arch/x86_64/layout.h"
 #include "vmm/arch/x86_64/vcpu_init.h"
 #include "vmm/devices/legacy/cmos.h"
-#include "vmm/devices/legacy/fd_output.h"
 #include "vmm/devices/legacy/i8042.h"
 #include "vmm/devices/legacy/null_device.h"
 #include "vmm/kvm/interrupt_state_text.h"
@@ -130,12 +126,14 @@ Machine::~Machine() {
 }
 
 Status Machine::setup_devices() {
-  serial_ = std::make_shared<devices::Serial>(
-      devices::fd_output(config_.console_output_fd), [this](bool raised) {
-        if (auto s = vm_.irq_line(x86_64::kCom1Irq, raised); !s) {
-          spdlog::warn("serial interrupt: {}", s.error().message());
-        }
-      });
+  console_ = DSEC_TRY(Console::create({.output_fd = config_.console_output_fd,
+                                       .input_fd = config_.console_input_fd,
+                                       .output_limit = config_.console_output_limit}));
+  serial_ = std::make_shared<devices::Serial>(console_->output_sink(), [this](bool raised) {
+    if (auto s = vm_.irq_line(x86_64::kCom1Irq, raised); !s) {
+      spdlog::warn("serial interrupt: {}", s.error().message());
+    }
+  });
   DSEC_TRY(pio_.insert({x86_64::kCom1Port, devices::kSerialRegisterCount}, serial_));
   i8042_ = std::make_shared<devices::I8042>(
       [this] { on_guest_reset(); },
@@ -213,25 +211,11 @@ void Machine::kick_all() {
   for (auto& vcpu : vcpus_) {
     vcpu->kick();
   }
-  if (input_stop_) {
-    uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(input_stop_.get(), &one, sizeof(one));
-  }
 }
 
 Status Machine::start() {
-  if (config_.console_input_fd >= 0) {
-    input_stop_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!input_stop_) {
-      return fail_errno("eventfd for the console input thread", errno);
-    }
-    input_thread_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "dsec-console");
-      if (install_thread_filter(seccomp::Role::kConsoleInput)) {
-        input_loop();
-      }
-    });
-  }
+  DSEC_TRY(console_->start(serial_.get(),
+                           [this] { return install_thread_filter(seccomp::Role::kConsoleInput); }));
   if (virtio_) {
     DSEC_TRY(virtio_->start(
         [this](const Status& result) {
@@ -257,37 +241,6 @@ Status Machine::start() {
   }
   started_.store(true, std::memory_order_release);
   return ok();
-}
-
-// Copies the host's console input into the guest's serial port, as fast as the guest
-// takes it: bytes wait in this thread while the UART's receive FIFO is full.
-void Machine::input_loop() {
-  std::vector<uint8_t> pending;
-  std::array<uint8_t, 256> buffer{};
-  bool input_open = true;
-  while (control_.state() != RunState::kStopping) {
-    if (!pending.empty()) {
-      size_t taken = serial_->enqueue_input(pending);
-      pending.erase(pending.begin(), pending.begin() + static_cast<ptrdiff_t>(taken));
-    }
-    pollfd fds[2] = {{input_stop_.get(), POLLIN, 0}, {config_.console_input_fd, POLLIN, 0}};
-    const bool want_input = input_open && pending.empty();
-    int timeout_ms = pending.empty() ? -1 : 5;
-    if (::poll(fds, want_input ? 2 : 1, timeout_ms) < 0 && errno != EINTR) {
-      return;
-    }
-    if (fds[0].revents & POLLIN) {
-      return;
-    }
-    if (want_input && (fds[1].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) {
-      ssize_t n = ::read(config_.console_input_fd, buffer.data(), buffer.size());
-      if (n <= 0) {
-        input_open = false;  // end of input: the guest just gets no more
-        continue;
-      }
-      pending.assign(buffer.begin(), buffer.begin() + n);
-    }
-  }
 }
 
 Status Machine::install_thread_filter(seccomp::Role role) {
@@ -364,8 +317,9 @@ void Machine::join_all() {
   for (auto& vcpu : vcpus_) {
     vcpu->join();
   }
-  if (input_thread_.joinable()) {
-    input_thread_.join();
+  // After the vCPUs: no more output comes.
+  if (console_) {
+    console_->stop();
   }
   // After the vCPUs: no notification arrives once the loop is gone.
   if (virtio_) {

@@ -19,6 +19,7 @@
 #include "vmm/devices/legacy/serial.h"
 #include "vmm/kvm/kvm_system.h"
 #include "vmm/kvm/vm.h"
+#include "vmm/machine/console.h"
 #include "vmm/machine/guest_profiler.h"
 #include "vmm/machine/machine_config.h"
 #include "vmm/machine/run_control.h"
@@ -76,7 +77,7 @@ class Machine {
   Machine& operator=(const Machine&) = delete;
   ~Machine();  // stops the VM and joins every thread
 
-  // Starts the vCPU threads and the console input thread.
+  // Starts the vCPU threads and the console thread.
   Status start();
   // Blocks until the VM ends, joins every thread and returns why it ended.
   VmExit wait();
@@ -128,8 +129,6 @@ class Machine {
   Status restore_state(const SnapshotState& state);
   void on_guest_reset();
   void kick_all();
-  void input_loop();
-
   void join_all();
   void write_profile() const;
   void log_interrupt_state();
@@ -139,6 +138,9 @@ class Machine {
   GuestMemory memory_;
   kvm::KvmSystem kvm_;
   kvm::Vm vm_;
+  // Before the buses and the UART, which call its output sink: it goes last. Its thread
+  // stops in join_all(), after the vCPUs'.
+  std::unique_ptr<Console> console_;
   devices::Bus pio_{devices::AddressSpace::kPio};
   devices::Bus mmio_{devices::AddressSpace::kMmio};
   std::shared_ptr<devices::Serial> serial_;
@@ -150,8 +152,6 @@ class Machine {
   // Before vcpus_, which point to it; stopped in join_all() before they are joined.
   std::unique_ptr<GuestProfiler> profiler_;
   std::vector<std::unique_ptr<VcpuThread>> vcpus_;
-  UniqueFd input_stop_;  // eventfd that ends the console input thread
-  std::thread input_thread_;
   bool joined_ = false;
   bool devices_quiesced_ = false;     // by a snapshot: resume() serves them again
   bool restored_ = false;             // start() serves the devices before the vCPUs run

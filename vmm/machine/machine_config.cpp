@@ -135,6 +135,7 @@ std::string guest_cmdline(const MachineConfig& config) {
 void take_host_settings(MachineConfig& config, const MachineConfig& host) {
   config.console_output_fd = host.console_output_fd;
   config.console_input_fd = host.console_input_fd;
+  config.console_output_limit = host.console_output_limit;
   config.kvm_device = host.kvm_device;
   config.process_start = host.process_start;
   config.seccomp = host.seccomp;

@@ -71,6 +71,9 @@ struct MachineConfig {
   bool share_kernel_pages = false;
   int console_output_fd = STDOUT_FILENO;  // where the guest's serial output goes
   int console_input_fd = -1;              // what the guest's serial port reads; -1: nothing
+  // Bytes of the guest's console output written to console_output_fd, after which the rest
+  // is dropped (machine/console.h); 0: no limit.
+  uint64_t console_output_limit = 0;
   // The guest's init announces a deliberate reboot on the boot-timer port (our default
   // image does). A reboot without that announcement is then a crash (a kernel panic with
   // panic=-1 reboots too).

@@ -4,33 +4,13 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
-#include <mutex>
 #include <string>
 #include <type_traits>
 
 #include "vmm/kvm/cpu_state_text.h"
+#include "vmm/machine/thread_kick.h"
 
 namespace dsec::machine {
-namespace {
-
-// The signal that kicks a vCPU thread out of KVM_RUN. Its handler does nothing: the point
-// is that KVM_RUN returns EINTR.
-int kick_signal() {
-  return SIGRTMIN;
-}
-
-void install_kick_handler() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction action {};
-    action.sa_handler = [](int) {};
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = 0;  // no SA_RESTART: KVM_RUN must return
-    sigaction(kick_signal(), &action, nullptr);
-  });
-}
-
-}  // namespace
 
 VcpuThread::VcpuThread(kvm::Vcpu vcpu, const devices::Bus& pio, const devices::Bus& mmio,
                        RunControl& control, GuestProfiler* profiler, seccomp::Policy seccomp)
@@ -40,7 +20,7 @@ VcpuThread::VcpuThread(kvm::Vcpu vcpu, const devices::Bus& pio, const devices::B
       control_(control),
       profiler_(profiler),
       seccomp_(seccomp) {
-  install_kick_handler();
+  install_thread_kick_handler();
 }
 
 VcpuThread::~VcpuThread() {
@@ -66,7 +46,7 @@ void VcpuThread::kick() {
   // immediate_exit covers a thread about to enter KVM_RUN; the signal one already inside.
   vcpu_.set_immediate_exit(true);
   if (started_.load(std::memory_order_acquire)) {
-    pthread_kill(handle_.load(), kick_signal());
+    pthread_kill(handle_.load(), thread_kick_signal());
   }
 }
 

@@ -158,8 +158,10 @@ std::vector<SyscallRule> agent_client() {
   return {
       allow_if("socket", {equals(0, AF_UNIX)}),
       allow("connect"),
-      // a receive timeout on each connection
+      // a receive timeout on each connection, and a wait for the agent's answer bounded by
+      // --answer-timeout
       allow("setsockopt"),
+      allow("poll"),
       allow("read"),
       allow("recvfrom"),
       allow("sendto"),
@@ -177,8 +179,9 @@ std::vector<SyscallRule> vcpu() {
   append(rules, kick_vcpus());
   append(rules, {
                     ioctl(KVM_RUN),
-                    // the UART's interrupt line (its output goes to the console fd by
-                    // write), and the i8042 keyboard's as the guest reads its bytes
+                    // the UART's interrupt line (its output goes to the console's buffer; an
+                    // eventfd write wakes the console thread), and the i8042 keyboard's as
+                    // the guest reads its bytes
                     ioctl(KVM_IRQ_LINE),
                     // a sample of --profile-guest; a triple fault's registers
                     ioctl(KVM_GET_REGS),
@@ -216,6 +219,8 @@ std::vector<SyscallRule> io() {
 std::vector<SyscallRule> console() {
   std::vector<SyscallRule> rules = every_thread();
   append(rules, {
+                    // the output fd, the input fd and the wake eventfd (write: the output
+                    // fd in pieces, every role has it)
                     allow("poll"),
                     allow("read"),
                     // the UART's interrupt line, raised when input arrives
@@ -274,6 +279,33 @@ std::vector<SyscallRule> profiler() {
 }
 
 }  // namespace
+
+std::vector<SyscallRule> sanitizer_runtime_allow_list() {
+#if defined(__SANITIZE_ADDRESS__)
+  return {
+      // LeakSanitizer at exit: the tracer thread (clone with CLONE_VM), made the process's
+      // ptracer (prctl), which attaches to each thread listed in /proc/self/task, reads its
+      // registers and waits on it; the exiting thread waits for the tracer
+      allow("clone"),
+      allow("prctl"),
+      allow("ptrace"),
+      allow("wait4"),
+      allow("sched_yield"),
+      allow("sigaltstack"),
+      allow("rt_sigaction"),
+      allow("getppid"),
+      // /proc/self/task and /proc/self/maps
+      allow("openat"),
+      allow("getdents64"),
+      allow("read"),
+      allow("close"),
+      allow("newfstatat"),
+      allow("readlink"),
+  };
+#else
+  return {};
+#endif
+}
 
 std::vector<SyscallRule> allow_list(Role role) {
   switch (role) {

@@ -35,4 +35,11 @@ struct SyscallRule {
 // process.
 std::vector<SyscallRule> allow_list(Role role);
 
+// What the sanitizer runtime of an ASan build (-DDSEC_SANITIZE=ON, a test build) needs in
+// every thread, on top of its role's list: LeakSanitizer's check as the process exits
+// clones a tracer thread that ptrace-stops the others and reads /proc/self/task, and an
+// ASan report reads /proc/self/maps. Empty in every other build, whose filters never allow
+// these.
+std::vector<SyscallRule> sanitizer_runtime_allow_list();
+
 }  // namespace dsec::seccomp

@@ -57,6 +57,8 @@ Result<Filter> Filter::build(Role role, ViolationAction action) {
     return fail_errno("seccomp: cannot ask for a binary-tree filter", -rc);
   }
   auto rules = allow_list(role);
+  const auto sanitizer = sanitizer_runtime_allow_list();
+  rules.insert(rules.end(), sanitizer.begin(), sanitizer.end());
   // Groups overlap (close, say): each rule once.
   std::sort(rules.begin(), rules.end(),
             [](const SyscallRule& a, const SyscallRule& b) { return describe(a) < describe(b); });

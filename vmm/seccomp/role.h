@@ -14,7 +14,7 @@ enum class Role : uint8_t {
   kMain,          // the command's thread: starts the VM, waits for it, tears it down
   kVcpu,          // one per vCPU: the KVM_RUN loop and the port and MMIO exits
   kEventLoop,     // "dsec-io": the VM's io_uring loop, every virtio device's I/O
-  kConsoleInput,  // "dsec-console": the host's console input into the guest's UART
+  kConsoleInput,  // "dsec-console": the serial console's host side (output and input)
   kSignals,       // "dsec-signals": SIGINT, SIGTERM and SIGUSR1 from a signalfd
   kApi,           // "dsec-api": the API socket's loop and its requests
   kProfiler,      // "dsec-profiler": kicks the vCPUs for --profile-guest's samples

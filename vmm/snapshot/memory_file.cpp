@@ -11,7 +11,7 @@
 #include <optional>
 #include <span>
 
-#include "vmm/snapshot/atomic_file.h"
+#include "vmm/common/atomic_file.h"
 
 namespace dsec::snapshot {
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <utility>
 
+#include "vmm/common/atomic_file.h"
 #include "vmm/common/file.h"
-#include "vmm/snapshot/atomic_file.h"
 #include "vmm/snapshot/byte_codec.h"
 
 namespace dsec::snapshot {

@@ -42,7 +42,7 @@ inline constexpr uint64_t kSerialRegisterCount = 8;  // map it at [port, port + 
 class Serial final : public BusDevice {
  public:
   // Receives what the guest transmits, in order. A callback, so the caller picks the
-  // destination (stdout, a file: see fd_output.h, a buffer in tests).
+  // destination (the console thread's buffer: machine/console.h; a buffer in tests).
   using OutputSink = std::function<void(std::span<const uint8_t>)>;
   // The UART's interrupt output, called with the new level each time it changes (true =
   // raised). An edge-triggered consumer (an irqfd) injects the interrupt on each rising edge;

@@ -143,6 +143,10 @@ void Muxer::on_guest_packet(GuestMemory& memory, const TxPacket& packet) {
       }
       {
         const std::string ok = "OK " + std::to_string(e.conn.local_port()) + "\n";
+        if (!reserve_tx(e, ok.size())) {
+          kill(e);
+          break;
+        }
         e.tx_buf.insert(e.tx_buf.begin(), ok.begin(), ok.end());
         e.tx_uncounted += ok.size();
         flush_tx(e);
@@ -252,15 +256,30 @@ void Muxer::forward_to_host(Entry& e, GuestMemory& memory, const TxPacket& packe
     sent = n > 0 ? static_cast<size_t>(n) : 0;
     e.conn.on_forwarded_to_host(static_cast<uint32_t>(sent));
   }
-  // The rest waits in the stream's buffer: accept_guest_data() bounds it to kBufAlloc.
-  // The payload holds header.len bytes (parse_tx_packet()).
-  const size_t buffered = e.tx_buf.size();
-  e.tx_buf.resize(buffered + (packet.header.len - sent));
-  if (!read_buffers(memory, slice_buffers(packet.payload, sent),
-                    std::span(e.tx_buf).subspan(buffered))) {
-    e.tx_buf.resize(buffered);
-    kill(e);  // as above: cannot happen
-    return;
+  // The rest waits in the stream's buffer: accept_guest_data() bounds it to kBufAlloc, and
+  // all streams together hold at most kMaxBufferedForHosts. The payload holds header.len
+  // bytes (parse_tx_packet()).
+  const size_t rest = packet.header.len - sent;
+  if (rest > 0) {
+    if (!reserve_tx(e, rest)) {
+      if (log_limiter_.allow()) {
+        spdlog::warn(
+            "vsock: guest port {} sent {} bytes that its host socket did not take, and the VM's "
+            "streams already hold {} bytes for their host sockets (the most is {}); resetting "
+            "the stream",
+            packet.header.src_port, rest, buffered_for_hosts_, kMaxBufferedForHosts);
+      }
+      kill(e);
+      return;
+    }
+    const size_t buffered = e.tx_buf.size();
+    e.tx_buf.resize(buffered + rest);
+    if (!read_buffers(memory, slice_buffers(packet.payload, sent),
+                      std::span(e.tx_buf).subspan(buffered))) {
+      e.tx_buf.resize(buffered);
+      kill(e);  // as above: cannot happen
+      return;
+    }
   }
   if (e.conn.needs_credit_update()) {
     e.conn.queue_control(kOpCreditUpdate);
@@ -287,7 +306,7 @@ void Muxer::flush_tx(Entry& e) {
     }
     sent += static_cast<size_t>(n);
   }
-  e.tx_buf.erase(e.tx_buf.begin(), e.tx_buf.begin() + static_cast<ptrdiff_t>(sent));
+  take_tx(e, sent);
   const size_t uncounted = std::min(sent, e.tx_uncounted);
   e.tx_uncounted -= uncounted;
   e.conn.on_forwarded_to_host(static_cast<uint32_t>(sent - uncounted));
@@ -302,6 +321,32 @@ void Muxer::flush_tx(Entry& e) {
   if (e.tx_buf.empty() && e.close_when_drained) {
     e.close_when_drained = false;
     kill(e);
+  }
+}
+
+bool Muxer::reserve_tx(Entry& e, size_t more) {
+  // The most one stream buffers: its credit's worth of data, and our "OK <port>\n" line.
+  constexpr size_t kMostPerStream = Connection::kBufAlloc + 16;
+  const size_t needed = e.tx_buf.size() + more;
+  const size_t capacity = e.tx_buf.capacity();
+  if (needed <= capacity) {
+    return true;
+  }
+  // Doubling (fewer copies for a host that reads slowly), never past one stream's most.
+  const size_t grown = std::max(needed, std::min(2 * capacity, kMostPerStream));
+  if (buffered_for_hosts_ - capacity + grown > kMaxBufferedForHosts) {
+    return false;
+  }
+  e.tx_buf.reserve(grown);
+  buffered_for_hosts_ += e.tx_buf.capacity() - capacity;
+  return true;
+}
+
+void Muxer::take_tx(Entry& e, size_t n) {
+  e.tx_buf.erase(e.tx_buf.begin(), e.tx_buf.begin() + static_cast<ptrdiff_t>(n));
+  if (e.tx_buf.empty()) {
+    buffered_for_hosts_ -= e.tx_buf.capacity();
+    std::vector<uint8_t>().swap(e.tx_buf);
   }
 }
 
@@ -356,7 +401,7 @@ void Muxer::drop_host(Entry& e) {
     e.kill_timer.reset();
   }
   e.fd.reset();
-  e.tx_buf.clear();
+  take_tx(e, e.tx_buf.size());
   e.host_readable = false;
 }
 
@@ -425,8 +470,9 @@ void Muxer::finish_if_done(Entry& e) {
 std::string Muxer::describe() const {
   std::string text = fmt::format(
       "vsock: {} streams, {} host sockets before CONNECT, {} streams and {} resets owed to the "
-      "guest",
-      entries_.size(), host_listener_->pending_count(), rx_fifo_.size(), pending_resets_.size());
+      "guest, {} bytes held for host sockets",
+      entries_.size(), host_listener_->pending_count(), rx_fifo_.size(), pending_resets_.size(),
+      buffered_for_hosts_);
   for (const auto& [id, e] : entries_) {
     text += fmt::format("\nstream {}: {}; {} bytes buffered for the host socket{}{}{}", id,
                         e->conn.describe(), e->tx_buf.size(), !e->fd ? ", socket closed" : "",

@@ -41,6 +41,12 @@ class Muxer {
   static constexpr size_t kMaxConnections = 1024;
   // RSTs owed for packets that match no stream; beyond this they are dropped.
   static constexpr size_t kMaxPendingResets = 256;
+  // Memory the VMM holds for host sockets that have not taken the guest's data yet, all
+  // streams together: their buffers' allocated size (each holds at most
+  // Connection::kBufAlloc of data, plus our "OK" line). A packet whose buffering would take
+  // the total past this resets its stream instead: a guest whose host peers stop reading
+  // makes the VMM hold this much, not kMaxConnections times kBufAlloc.
+  static constexpr size_t kMaxBufferedForHosts = size_t{8} << 20;
   // How long the guest has to answer our REQUEST, or our SHUTDOWN with RST (Firecracker's
   // figure), before the stream is reset.
   static constexpr std::chrono::milliseconds kKillTimeout{2000};
@@ -75,6 +81,8 @@ class Muxer {
   Result<uint32_t> fill_rx(GuestMemory& memory, const DescriptorChain& chain);
 
   size_t connection_count() const { return entries_.size(); }
+  // Memory held for host sockets now, all streams together (at most kMaxBufferedForHosts).
+  size_t buffered_for_hosts() const { return buffered_for_hosts_; }
   // The next port a host-initiated stream gets; a snapshot keeps it.
   uint32_t next_local_port() const { return next_local_port_; }
   void set_next_local_port(uint32_t port) { next_local_port_ = port; }
@@ -124,6 +132,12 @@ class Muxer {
   uint32_t allocate_local_port();
 
   void forward_to_host(Entry& e, GuestMemory& memory, const TxPacket& packet);
+  // Makes room for `more` bytes at the end of e.tx_buf, within kMaxBufferedForHosts; false
+  // if the VM's streams hold too much already. Every growth of a tx_buf goes through here,
+  // and every shrink through take_tx(), so that buffered_for_hosts_ stays their sum.
+  bool reserve_tx(Entry& e, size_t more);
+  // Removes the `n` oldest bytes of e.tx_buf; an empty buffer gives its memory back.
+  void take_tx(Entry& e, size_t n);
   void flush_tx(Entry& e);
   void kill(Entry& e);  // owe RST, close the host socket
   void drop_host(Entry& e);
@@ -149,6 +163,7 @@ class Muxer {
   std::map<Ports, uint64_t> by_ports_;
   std::deque<uint64_t> rx_fifo_;
   std::deque<VsockHeader> pending_resets_;
+  size_t buffered_for_hosts_ = 0;  // the sum of every entry's tx_buf.capacity()
   // Streams a reset ended, whose watches purge() removes on the loop.
   std::vector<std::unique_ptr<Entry>> graveyard_;
   LogRateLimiter log_limiter_;

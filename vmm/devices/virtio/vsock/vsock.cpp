@@ -102,6 +102,11 @@ size_t VirtioVsock::connection_count() const {
   return muxer_->connection_count();
 }
 
+size_t VirtioVsock::buffered_for_hosts() const {
+  const std::lock_guard lock(mutex_);
+  return muxer_->buffered_for_hosts();
+}
+
 void VirtioVsock::purge_if_reset() {
   if (purge_pending_) {
     purge_pending_ = false;

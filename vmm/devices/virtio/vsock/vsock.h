@@ -87,6 +87,8 @@ class VirtioVsock final : public VirtioDevice {
   const std::string& uds_path() const;
   // Streams open now (host- and guest-initiated).
   size_t connection_count() const;
+  // Memory the streams hold for host sockets now (vsock::Muxer::kMaxBufferedForHosts).
+  size_t buffered_for_hosts() const;
 
  private:
   VirtioVsock(uint64_t guest_cid, GuestMemory& memory, io::EventLoop& loop);

@@ -1,6 +1,7 @@
-#include "vmm/snapshot/atomic_file.h"
+#include "vmm/common/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -9,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace dsec::snapshot {
+namespace dsec {
 
 namespace {
 
@@ -70,6 +71,13 @@ Status AtomicFileWriter::write_at(uint64_t offset, std::span<const uint8_t> data
   return ok();
 }
 
+Status AtomicFileWriter::set_mode(mode_t mode) {
+  if (::fchmod(fd_.get(), mode) != 0) {
+    return fail_errno(fmt::format("cannot set mode {:04o} on {}", mode, temp_path_), errno);
+  }
+  return ok();
+}
+
 Status AtomicFileWriter::commit() {
   if (temp_path_.empty()) {
     return fail("writing " + path_ + ": already committed");
@@ -90,4 +98,4 @@ Status AtomicFileWriter::commit() {
   return ok();
 }
 
-}  // namespace dsec::snapshot
+}  // namespace dsec
