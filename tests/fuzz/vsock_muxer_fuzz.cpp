@@ -2,7 +2,8 @@
 // driven by any sequence of guest packets, rx buffers, host connections and host socket
 // events, and device resets, on a real event loop and real Unix sockets. Checked:
 // - every packet the muxer puts in an rx buffer is from the host to the guest, a stream
-//   packet with a known op, within the buffer, with a payload only for RW;
+//   packet with a known op, within the buffer, with a payload only for RW (or the reset
+//   for a packet of another type, which carries that type);
 // - the muxer never sends a stream more data than the guest's credit allows (its last
 //   buf_alloc less what it sent beyond the guest's last fwd_cnt);
 // - a host process that connects hears "OK <port>\n" first, a port of host-initiated
@@ -156,12 +157,14 @@ void guest_packet(Harness& h, GuestMemory& mem, FuzzInput& in) {
   check(mem.write(kPayloadAt, payload).has_value());
   header.len = static_cast<uint32_t>(payload.size());  // parse_tx_packet() checked that
   const vsock::TxPacket packet{header, split(kPayloadAt, payload.size(), header.flags)};
-  if (header.op == vsock::kOpRequest || header.op == vsock::kOpRst) {
-    h.credit[ports] = {};  // a new stream, or the end of one
+  if (header.type == vsock::kTypeStream) {  // a packet of another type is no stream's
+    if (header.op == vsock::kOpRequest || header.op == vsock::kOpRst) {
+      h.credit[ports] = {};  // a new stream, or the end of one
+    }
+    Credit& c = h.credit[ports];
+    c.buf_alloc = header.buf_alloc;
+    c.fwd_cnt = header.fwd_cnt;
   }
-  Credit& c = h.credit[ports];
-  c.buf_alloc = header.buf_alloc;
-  c.fwd_cnt = header.fwd_cnt;
   const std::lock_guard lock(h.mutex);
   h.muxer->on_guest_packet(mem, packet);
   check(h.muxer->connection_count() <= vsock::Muxer::kMaxConnections);
@@ -185,7 +188,13 @@ void rx_buffer(Harness& h, GuestMemory& mem, FuzzInput& in) {
   std::array<uint8_t, vsock::kHeaderSize> bytes{};
   check(virtio::read_buffers(mem, chain.writable, bytes).has_value());
   const vsock::VsockHeader p = vsock::decode_header(bytes);
-  check(p.src_cid == vsock::kHostCid && p.dst_cid == kGuestCid && p.type == vsock::kTypeStream);
+  check(p.src_cid == vsock::kHostCid && p.dst_cid == kGuestCid);
+  if (p.type != vsock::kTypeStream) {
+    // The reset for a packet of another type carries that type, and ends no stream.
+    check(p.op == vsock::kOpRst && p.len == 0 && p.buf_alloc == 0 &&
+          *written == vsock::kHeaderSize);
+    return;
+  }
   check(p.op >= vsock::kOpRequest && p.op <= vsock::kOpCreditUpdate);
   check(*written == vsock::kHeaderSize + p.len);
   // A stream's packets show its buffer; a RST for a packet that matched no stream, none.

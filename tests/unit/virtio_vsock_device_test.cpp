@@ -453,7 +453,21 @@ TEST_P(VirtioVsockTest, PacketsForNoStreamOrOfAnotherTypeGetRst) {
   ASSERT_TRUE(rst.has_value());
   EXPECT_EQ(rst->header.op, vsock::kOpRst);
   EXPECT_EQ(rst->header.dst_port, 5001U);
-  EXPECT_EQ(rst->header.type, vsock::kTypeStream);
+  EXPECT_EQ(rst->header.type, 2U) << "a reset carries the type of the packet it answers";
+}
+
+TEST_P(VirtioVsockTest, APacketOfAnotherTypeOnALiveStreamsPortsLeavesTheStreamAlone) {
+  auto [host, port] = host_connect(7000);
+  VsockHeader seqpacket = to_host(vsock::kOpRw, 7000, port);
+  seqpacket.type = 2;
+  send(seqpacket, "stray");
+  auto rst = receive();
+  ASSERT_TRUE(rst.has_value());
+  EXPECT_EQ(rst->header.op, vsock::kOpRst);
+  EXPECT_EQ(rst->header.type, 2U);  // a guest ends no stream for it
+  EXPECT_EQ(device_->connection_count(), 1U);
+  host.write("still here");
+  EXPECT_EQ(receive_data(7000, 10), "still here");
 }
 
 TEST_P(VirtioVsockTest, MalformedTxPacketsAreDroppedAndTheDeviceGoesOn) {

@@ -230,7 +230,9 @@ void Muxer::queue_reset_reply(const VsockHeader& to) {
                              .src_port = to.dst_port,
                              .dst_port = to.src_port,
                              .len = 0,
-                             .type = kTypeStream,
+                             // The packet's own type: a reset for a stray SEQPACKET or
+                             // DGRAM packet must not end the stream on the same ports.
+                             .type = to.type,
                              .op = kOpRst,
                              .flags = 0,
                              .buf_alloc = 0,
