@@ -36,6 +36,8 @@ class VmApi {
   VmApi& operator=(const VmApi&) = delete;
 
   HttpResponse handle(const HttpRequest& request) const { return router_.route(request); }
+  // The method and path pattern of every endpoint handle() serves.
+  std::vector<Router::RouteName> routes() const { return router_.routes(); }
 
  private:
   using Args = std::vector<std::string>;
