@@ -3,14 +3,18 @@
 // restore`, a load into a fresh `dsec-vmm serve`, refusals that leave the VM running, and a
 // fresh `dsec-vmm serve` booting the default image as Firecracker's API or --config-file
 // describes it.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <iostream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -410,6 +414,83 @@ TEST(ApiBoot, ARootDriveIsTheGuestsRootFileSystem) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << describe_wait_status(*status);
   const auto back = run_command("debugfs -R 'cat /from-guest' " + rootfs.string() + " 2>/dev/null");
   EXPECT_EQ(trimmed(back.output), "written-in-the-guest");
+  std::filesystem::remove_all(work);
+}
+
+// Firecracker's rate limiter on a drive, as the guest sees it: O_DIRECT reads from a drive
+// limited to 2 MiB/s take as long as the limit says (within 10%), and the same reads from
+// an unlimited drive on the same VM are not held back. The bucket holds half a second of
+// the rate, so that the test bed's uneven pace does not lose the limiter time; a first
+// read empties it, and the second is timed. The reads are 64 KiB, under the bucket's
+// size. The guest times its reads (its clock, /proc/uptime); the host's time around the
+// command, which adds the agent's round trip, is reported beside it.
+TEST(ApiRateLimiter, ALimitedDriveReadsAtItsBandwidthAndAnUnlimitedOneIsNotHeldBack) {
+  constexpr uint64_t kBytesPerSecond = 2 << 20;
+  constexpr uint64_t kRead = 16 << 20;
+  const auto work = local_dir("dsec-rate-limit");
+  std::filesystem::create_directories(work);
+  for (const char* name : {"limited.img", "free.img"}) {
+    std::ofstream(work / name).close();
+    std::filesystem::resize_file(work / name, kRead);
+  }
+  auto vmm = Sandbox::serve();
+  std::string why;
+  ASSERT_TRUE(vmm->wait_for_api(30s, why)) << why;
+  const auto client = api_of(*vmm);
+  ASSERT_TRUE(client.send("PUT", "/boot-source", default_image_boot_source()));
+  ASSERT_TRUE(client.send("PUT", "/vsock", {{"guest_cid", 3}, {"uds_path", vmm->vsock_path()}}));
+  // Put first, so the guest's /dev/vda.
+  ASSERT_TRUE(client.send(
+      "PUT", "/drives/limited",
+      {{"drive_id", "limited"},
+       {"path_on_host", (work / "limited.img").string()},
+       {"is_root_device", false},
+       {"rate_limiter", {{"bandwidth", {{"size", kBytesPerSecond / 2}, {"refill_time", 500}}}}}}));
+  ASSERT_TRUE(client.send("PUT", "/drives/free",
+                          {{"drive_id", "free"},
+                           {"path_on_host", (work / "free.img").string()},
+                           {"is_root_device", false}}));
+  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "InstanceStart"}}))
+      << vmm->describe();
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+
+  // Seconds a guest command took by the host's clock, and by the guest's.
+  struct Took {
+    double host = 0;
+    double guest = 0;
+  };
+  const auto timed = [&](const std::string& command) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto ran = sh(*vmm, "a=$(cut -d' ' -f1 /proc/uptime); " + command +
+                                  " || exit 1; b=$(cut -d' ' -f1 /proc/uptime); echo $a $b");
+    const std::chrono::duration<double> host = std::chrono::steady_clock::now() - start;
+    EXPECT_TRUE(ran.ok()) << ran.out << vmm->describe();
+    double guest_start = 0;
+    double guest_end = 0;
+    std::istringstream(ran.out) >> guest_start >> guest_end;
+    return Took{host.count(), guest_end - guest_start};
+  };
+  const auto read = [&](const std::string& device, uint64_t bytes) {
+    return timed("dd if=" + device + " of=/dev/null bs=64k count=" + std::to_string(bytes >> 16) +
+                 " iflag=direct 2>/dev/null");
+  };
+  read("/dev/vda", kBytesPerSecond);  // the bucket's start, and as much again
+  const Took limited = read("/dev/vda", kRead);
+  const Took free = read("/dev/vdb", kRead);
+  const double expected = static_cast<double>(kRead) / kBytesPerSecond;
+  const std::string figures = fmt::format(
+      "limited: {:.2f} s by the host's clock ({:.2f} s by the guest's), unlimited: {:.2f} s "
+      "({:.2f} s); expected {:.2f} s",
+      limited.host, limited.guest, free.host, free.guest, expected);
+  EXPECT_NEAR(limited.guest, expected, expected * 0.1) << figures;
+  EXPECT_LT(free.guest, limited.guest / 2) << "the unlimited drive was held back: " << figures;
+  std::cout << figures << "\n";
+  // The limit shows in the VM's configuration.
+  const auto config = client.get("/vm/config");
+  ASSERT_TRUE(config) << config.error().message();
+  EXPECT_EQ(config->at("drives")[0].at("rate_limiter").at("bandwidth").at("size"),
+            kBytesPerSecond / 2);
+  EXPECT_TRUE(config->at("drives")[1].at("rate_limiter").is_null());
   std::filesystem::remove_all(work);
 }
 

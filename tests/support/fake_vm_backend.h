@@ -16,7 +16,8 @@ class FakeVmBackend : public api::VmBackend {
  public:
   api::InstanceState current = api::InstanceState::kNotStarted;
   machine::MachineConfig machine_config;
-  // "pause", "resume", "create", "load", "boot", "ctrl-alt-del", "logger"
+  // "pause", "resume", "create", "load", "boot", "ctrl-alt-del", "logger",
+  // "drive-rate-limiter", "net-rate-limiters"
   std::vector<std::string> calls;
   std::optional<api::SnapshotCreateRequest> created;
   std::optional<api::SnapshotLoadRequest> loaded;
@@ -60,6 +61,18 @@ class FakeVmBackend : public api::VmBackend {
     return ok();
   }
   Status send_ctrl_alt_del() override { return call("ctrl-alt-del"); }
+  Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter) override {
+    DSEC_TRY(call("drive-rate-limiter"));
+    machine_config.drives.at(index).rate_limiter = limiter;
+    return ok();
+  }
+  Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                               const devices::RateLimiterConfig& tx) override {
+    DSEC_TRY(call("net-rate-limiters"));
+    machine_config.net->rx_rate_limiter = rx;
+    machine_config.net->tx_rate_limiter = tx;
+    return ok();
+  }
   Status configure_logger(const api::LoggerRequest& request) override {
     DSEC_TRY(call("logger"));
     logger = request;

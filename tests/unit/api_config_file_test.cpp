@@ -110,6 +110,23 @@ TEST_F(ApiConfigFile, TheSameRequestsThroughTheApiMakeTheSameVm) {
   EXPECT_EQ(file.logger->log_path, dir_.file("fc.log"));
 }
 
+TEST_F(ApiConfigFile, RateLimitersReachTheDrivesAndTheInterface) {
+  auto j = example();
+  j["drives"][0]["rate_limiter"] = {{"bandwidth", {{"size", 1 << 20}, {"refill_time", 1000}}}};
+  j["network-interfaces"][0]["tx_rate_limiter"] = {
+      {"ops", {{"size", 100}, {"one_time_burst", 50}, {"refill_time", 10}}}};
+  ASSERT_OK_AND_ASSIGN(auto file, parse_config_file(j.dump()));
+  ASSERT_OK_AND_ASSIGN(auto config, file.preboot.boot_config());
+  ASSERT_EQ(config.drives.size(), 1u);
+  EXPECT_EQ(
+      config.drives[0].rate_limiter.bandwidth,
+      (devices::TokenBucketConfig{.size = 1 << 20, .one_time_burst = 0, .refill_time_ms = 1000}));
+  ASSERT_TRUE(config.net);
+  EXPECT_EQ(config.net->tx_rate_limiter.ops,
+            (devices::TokenBucketConfig{.size = 100, .one_time_burst = 50, .refill_time_ms = 10}));
+  EXPECT_FALSE(config.net->rx_rate_limiter.limits());
+}
+
 TEST_F(ApiConfigFile, ABadFileIsRefusedNamingItsSectionAndField) {
   auto with = [this](auto change) {
     auto j = example();
@@ -141,9 +158,9 @@ TEST_F(ApiConfigFile, ABadFileIsRefusedNamingItsSectionAndField) {
   EXPECT_THAT(with([](auto& j) { j["drives"] = nlohmann::json::array({1}); }),
               HasSubstr("drives[0] must be a JSON object"));
   EXPECT_THAT(with([](auto& j) {
-                j["network-interfaces"][0]["rx_rate_limiter"] = {{"ops", {}}};
+                j["network-interfaces"][0]["rx_rate_limiter"] = {{"ops", {{"size", -1}}}};
               }),
-              HasSubstr("'rx_rate_limiter' in network-interfaces[0] is not supported"));
+              HasSubstr("'size' in rx_rate_limiter.ops must be a non-negative integer"));
   EXPECT_THAT(with([](auto& j) {
                 j["metrics"] = {{"metrics_path", "/run/m"}};
               }),

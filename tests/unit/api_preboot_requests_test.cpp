@@ -130,10 +130,6 @@ TEST(ApiPrebootRequests, DriveRefusesBadBodies) {
   EXPECT_THAT(error_of(drive(R"({"drive_id": "rootfs", "path_on_host": "/d/x",
       "is_root_device": "yes"})")),
               HasSubstr("'is_root_device' in the body must be a boolean, not a string"));
-  EXPECT_THAT(
-      error_of(drive(R"({"drive_id": "rootfs", "path_on_host": "/d/x",
-      "is_root_device": false, "rate_limiter": {"bandwidth": {"size": 1, "refill_time": 1}}})")),
-      HasSubstr("'rate_limiter' in the body is not supported: dsec-vmm has no rate limiters"));
   EXPECT_THAT(error_of(drive(R"({"drive_id": "rootfs", "socket": "/run/vhost.sock",
       "is_root_device": false})")),
               HasSubstr("'socket' in the body is not supported: dsec-vmm has no vhost-user-block"));
@@ -153,11 +149,72 @@ TEST(ApiPrebootRequests, NetworkInterfaceTakesFirecrackersFields) {
               HasSubstr("'host_dev_name' is missing in the body"));
   EXPECT_THAT(error_of(net(R"({"iface_id": "eth0", "host_dev_name": "tap0"})")),
               HasSubstr("does not match \"net1\" in the path"));
-  EXPECT_THAT(error_of(net(R"({"iface_id": "net1", "host_dev_name": "tap0",
-      "tx_rate_limiter": {"ops": {"size": 1, "refill_time": 1}}})")),
-              HasSubstr("'tx_rate_limiter' in the body is not supported"));
   EXPECT_THAT(error_of(net(R"({"iface_id": "net1", "host_dev_name": "tap0", "mtu": 9000})")),
               HasSubstr("'mtu' in the body is not supported"));
+}
+
+TEST(ApiPrebootRequests, DrivesAndInterfacesTakeFirecrackersRateLimiters) {
+  ASSERT_OK_AND_ASSIGN(auto limited, drive(R"({"drive_id": "rootfs", "path_on_host": "/d/x",
+      "is_root_device": false, "rate_limiter": {
+        "bandwidth": {"size": 1048576, "one_time_burst": 4096, "refill_time": 1000},
+        "ops": {"size": 100, "refill_time": 1000}}})"));
+  EXPECT_EQ(
+      limited.rate_limiter,
+      (devices::RateLimiterConfig{.bandwidth = devices::TokenBucketConfig{.size = 1048576,
+                                                                          .one_time_burst = 4096,
+                                                                          .refill_time_ms = 1000},
+                                  .ops = devices::TokenBucketConfig{
+                                      .size = 100, .one_time_burst = 0, .refill_time_ms = 1000}}));
+  ASSERT_OK_AND_ASSIGN(auto bytes_only, drive(R"({"drive_id": "rootfs", "path_on_host": "/d/x",
+      "is_root_device": false, "rate_limiter": {"bandwidth": {"size": 1, "refill_time": 1},
+      "ops": null}})"));
+  EXPECT_FALSE(bytes_only.rate_limiter.ops);
+  EXPECT_TRUE(bytes_only.rate_limiter.limits());
+
+  ASSERT_OK_AND_ASSIGN(auto iface, net(R"({"iface_id": "net1", "host_dev_name": "tap0",
+      "rx_rate_limiter": {"ops": {"size": 10, "refill_time": 100}},
+      "tx_rate_limiter": {"bandwidth": {"size": 0, "refill_time": 100}}})"));
+  EXPECT_EQ(iface.rx_rate_limiter.ops,
+            (devices::TokenBucketConfig{.size = 10, .one_time_burst = 0, .refill_time_ms = 100}));
+  EXPECT_FALSE(iface.rx_rate_limiter.bandwidth);
+  EXPECT_FALSE(iface.tx_rate_limiter.limits());  // size 0: no limit, as in Firecracker
+  ASSERT_OK_AND_ASSIGN(auto plain, net(R"({"iface_id": "net1", "host_dev_name": "tap0"})"));
+  EXPECT_EQ(plain.rx_rate_limiter, devices::RateLimiterConfig{});
+}
+
+TEST(ApiPrebootRequests, RateLimitersRefuseBadBucketsByName) {
+  const auto limited = [](const std::string& limiter) {
+    return drive(R"({"drive_id": "rootfs", "path_on_host": "/d/x", "is_root_device": false,
+                     "rate_limiter": )" +
+                 limiter + "}");
+  };
+  EXPECT_THAT(error_of(limited(R"({"bandwidth": {"size": -1, "refill_time": 100}})")),
+              HasSubstr("'size' in rate_limiter.bandwidth must be a non-negative integer, not a "
+                        "negative integer"));
+  EXPECT_THAT(error_of(limited(R"({"ops": {"size": 1.5, "refill_time": 100}})")),
+              HasSubstr("'size' in rate_limiter.ops must be a non-negative integer, not a number "
+                        "with a fraction"));
+  EXPECT_THAT(error_of(limited(R"({"ops": {"size": 1, "refill_time": "1s"}})")),
+              HasSubstr("'refill_time' in rate_limiter.ops must be a non-negative integer, not a "
+                        "string"));
+  EXPECT_THAT(error_of(limited(R"({"ops": {"size": 1, "refill_time": 1, "one_time_burst": -5}})")),
+              HasSubstr("'one_time_burst' in rate_limiter.ops must be a non-negative integer"));
+  EXPECT_THAT(error_of(limited(R"({"ops": {"size": 1}})")),
+              HasSubstr("'refill_time' is missing in rate_limiter.ops"));
+  EXPECT_THAT(error_of(limited(R"({"ops": {"size": 1, "refill_time": 1, "burst": 1}})")),
+              HasSubstr("unknown field 'burst' in rate_limiter.ops"));
+  EXPECT_THAT(error_of(limited(R"({"bytes": {"size": 1, "refill_time": 1}})")),
+              HasSubstr("unknown field 'bytes' in rate_limiter"));
+  EXPECT_THAT(error_of(limited(R"("fast")")),
+              HasSubstr("'rate_limiter' in the body must be an object, not a string"));
+  EXPECT_THAT(error_of(limited(R"({"ops": [1, 1]})")),
+              HasSubstr("'ops' in rate_limiter must be an object, not an array"));
+  EXPECT_THAT(error_of(net(R"({"iface_id": "net1", "host_dev_name": "tap0",
+      "tx_rate_limiter": {"ops": {"size": 1, "refill_time": -1}}})")),
+              HasSubstr("'refill_time' in tx_rate_limiter.ops must be a non-negative integer"));
+  EXPECT_THAT(error_of(net(R"({"iface_id": "net1", "host_dev_name": "tap0",
+      "rate_limiter": {"ops": {"size": 1, "refill_time": 1}}})")),
+              HasSubstr("unknown field 'rate_limiter'"));
 }
 
 TEST(ApiPrebootRequests, VsockEntropyLoggerAndActions) {

@@ -184,9 +184,64 @@ TEST_F(ApiVmApiPreboot, TheActionsThatNeedAVmReachItOrSayWhatIsMissing) {
   const auto flush = put("/actions", R"({"action_type": "FlushMetrics"})");
   EXPECT_EQ(flush.status, 400);
   EXPECT_THAT(fault_of(flush), HasSubstr("FlushMetrics is not supported"));
-  const auto patch = call(Method::kPatch, "/drives/rootfs", R"({"drive_id": "rootfs"})");
-  EXPECT_EQ(patch.status, 400);
-  EXPECT_THAT(fault_of(patch), HasSubstr("'rootfs': dsec-vmm cannot change a device"));
+}
+
+TEST_F(ApiVmApiPreboot, PatchChangesARunningVmsRateLimitersBucketByBucket) {
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  auto limited = nlohmann::json::parse(root_drive());
+  limited["rate_limiter"] = {{"bandwidth", {{"size", 1000}, {"refill_time", 10}}},
+                             {"ops", {{"size", 5}, {"refill_time", 10}}}};
+  ASSERT_EQ(put("/drives/rootfs", limited.dump()).status, 204);
+  ASSERT_EQ(put("/network-interfaces/net1", R"({"iface_id": "net1", "host_dev_name": "tap0",
+                "rx_rate_limiter": {"ops": {"size": 1, "refill_time": 1}}})")
+                .status,
+            204);
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+
+  // A bucket given replaces the drive's; the other stays.
+  EXPECT_EQ(call(Method::kPatch, "/drives/rootfs", R"({"drive_id": "rootfs",
+                 "rate_limiter": {"bandwidth": {"size": 0, "refill_time": 0}}})")
+                .status,
+            204);
+  const auto& drive = backend_.machine_config.drives.at(0).rate_limiter;
+  EXPECT_FALSE(drive.bandwidth->limits());
+  EXPECT_EQ(drive.ops,
+            (devices::TokenBucketConfig{.size = 5, .one_time_burst = 0, .refill_time_ms = 10}));
+  EXPECT_EQ(call(Method::kPatch, "/network-interfaces/net1", R"({"iface_id": "net1",
+                 "tx_rate_limiter": {"ops": {"size": 2, "refill_time": 3}}})")
+                .status,
+            204);
+  EXPECT_TRUE(backend_.machine_config.net->rx_rate_limiter.limits());
+  EXPECT_EQ(backend_.machine_config.net->tx_rate_limiter.ops,
+            (devices::TokenBucketConfig{.size = 2, .one_time_burst = 0, .refill_time_ms = 3}));
+  // GET /vm/config shows the VM's limiters as they are now.
+  const auto config = nlohmann::json::parse(call(Method::kGet, "/vm/config").body);
+  EXPECT_EQ(config.at("drives")[0].at("rate_limiter").at("bandwidth").at("size"), 0);
+  EXPECT_EQ(config.at("network-interfaces")[0].at("tx_rate_limiter").at("ops").at("size"), 2);
+  EXPECT_THAT(backend_.calls, ElementsAre("boot", "drive-rate-limiter", "net-rate-limiters"));
+}
+
+TEST_F(ApiVmApiPreboot, PatchRefusesWhatItCannotChangeAndDevicesTheVmLacks) {
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  ASSERT_EQ(put("/drives/rootfs", root_drive()).status, 204);
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+  const auto refused = [&](const std::string& path, const std::string& body) {
+    const auto r = call(Method::kPatch, path, body);
+    EXPECT_EQ(r.status, 400) << body;
+    return fault_of(r);
+  };
+  EXPECT_THAT(refused("/drives/rootfs", R"({"drive_id": "rootfs", "path_on_host": "/d/other"})"),
+              HasSubstr("'path_on_host' in the body is not supported"));
+  EXPECT_THAT(refused("/drives/scratch", R"({"drive_id": "scratch"})"),
+              HasSubstr("the VM has no drive 'scratch'"));
+  EXPECT_THAT(refused("/drives/rootfs", R"({"drive_id": "rootfs",
+                      "rate_limiter": {"ops": {"size": -1, "refill_time": 1}}})"),
+              HasSubstr("'size' in rate_limiter.ops must be a non-negative integer"));
+  EXPECT_THAT(refused("/network-interfaces/net1", R"({"iface_id": "net1"})"),
+              HasSubstr("the VM has no network interface 'net1'"));
+  EXPECT_THAT(refused("/network-interfaces/net1", R"({"iface_id": "net1", "mtu": 1})"),
+              HasSubstr("unknown field 'mtu'"));
+  EXPECT_THAT(backend_.calls, ElementsAre("boot"));
 }
 
 TEST_F(ApiVmApiPreboot, WhatThisVmmCannotDoIsRefusedNotIgnored) {

@@ -189,5 +189,25 @@ TEST(ApiVmConfigJson, ARestoredVmHasNoBootSourceAndAbsentDevicesAreNullOrEmpty) 
   EXPECT_TRUE(j.at("entropy").is_null());
 }
 
+TEST(ApiVmConfigJson, RateLimitersShowInFirecrackersShapeAndNullWithoutOne) {
+  machine::MachineConfig c;
+  c.drives = {{.path = "/d/a.img", .read_only = false, .id = "a"},
+              {.path = "/d/b.img", .read_only = false, .id = "b"}};
+  c.drives[0].rate_limiter.bandwidth =
+      devices::TokenBucketConfig{.size = 4096, .one_time_burst = 512, .refill_time_ms = 100};
+  c.net = machine::NetConfig{.tap = "tap3", .host_cidr = "", .mac = ""};
+  c.net->tx_rate_limiter.ops =
+      devices::TokenBucketConfig{.size = 10, .one_time_burst = 0, .refill_time_ms = 1000};
+  const auto j = vm_config_json(c);
+  EXPECT_EQ(j.at("drives")[0].at("rate_limiter"),
+            nlohmann::json::parse(
+                R"({"bandwidth": {"size": 4096, "one_time_burst": 512, "refill_time": 100}})"));
+  EXPECT_TRUE(j.at("drives")[1].at("rate_limiter").is_null());
+  EXPECT_TRUE(j.at("network-interfaces")[0].at("rx_rate_limiter").is_null());
+  EXPECT_EQ(
+      j.at("network-interfaces")[0].at("tx_rate_limiter"),
+      nlohmann::json::parse(R"({"ops": {"size": 10, "one_time_burst": 0, "refill_time": 1000}})"));
+}
+
 }  // namespace
 }  // namespace dsec::api

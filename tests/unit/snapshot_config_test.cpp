@@ -115,5 +115,16 @@ TEST(SnapshotConfig, TheRootDriveAndTheInterfacesIdSurviveASnapshot) {
   EXPECT_EQ(back.net, c.net);
 }
 
+TEST(SnapshotConfig, RateLimitersSurviveASnapshot) {
+  MachineConfig c = full_config();
+  c.drives[0].rate_limiter.ops =
+      devices::TokenBucketConfig{.size = 100, .one_time_burst = 7, .refill_time_ms = 1000};
+  c.net->rx_rate_limiter.bandwidth =
+      devices::TokenBucketConfig{.size = 1 << 20, .one_time_burst = 0, .refill_time_ms = 100};
+  ASSERT_OK_AND_ASSIGN(auto back, snapshot_config_from_json(snapshot_config_to_json(c)));
+  EXPECT_EQ(back.drives, c.drives);
+  EXPECT_EQ(back.net, c.net);
+}
+
 }  // namespace
 }  // namespace dsec::machine

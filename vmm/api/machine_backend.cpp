@@ -141,6 +141,24 @@ Status MachineBackend::send_ctrl_alt_del() {
   return vm->send_ctrl_alt_del();
 }
 
+Status MachineBackend::set_drive_rate_limiter(size_t index,
+                                              const devices::RateLimiterConfig& limiter) {
+  auto* vm = this->vm();
+  if (vm == nullptr) {
+    return fail("there is no VM");
+  }
+  return vm->set_drive_rate_limiter(index, limiter);
+}
+
+Status MachineBackend::set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                                             const devices::RateLimiterConfig& tx) {
+  auto* vm = this->vm();
+  if (vm == nullptr) {
+    return fail("there is no VM");
+  }
+  return vm->set_net_rate_limiters(rx, tx);
+}
+
 Status MachineBackend::configure_logger(const LoggerRequest& request) {
   if (!settings_.configure_logger) {
     return fail("this VMM's log cannot be configured through its API");

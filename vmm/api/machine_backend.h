@@ -44,6 +44,9 @@ class MachineBackend final : public VmBackend {
   Status load_snapshot(const SnapshotLoadRequest& request) override;
   Status boot(const machine::MachineConfig& guest) override;
   Status send_ctrl_alt_del() override;
+  Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter) override;
+  Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                               const devices::RateLimiterConfig& tx) override;
   Status configure_logger(const LoggerRequest& request) override;
 
   // Blocks until a boot or a load has started a VM (returned) or stop() was called first

@@ -55,7 +55,8 @@ Status PrebootConfig::put_drive(const DriveRequest& request) {
                                    .read_only = request.is_read_only,
                                    .id = request.drive_id,
                                    .is_root = request.is_root_device,
-                                   .partuuid = request.partuuid};
+                                   .partuuid = request.partuuid,
+                                   .rate_limiter = request.rate_limiter};
   auto drives = config_.drives;
   const auto same_id = std::ranges::find(drives, request.drive_id, &machine::DriveConfig::id);
   if (same_id != drives.end()) {
@@ -84,6 +85,8 @@ Status PrebootConfig::put_network_interface(const NetworkInterfaceRequest& reque
   net.id = request.iface_id;
   net.tap = request.host_dev_name;
   net.mac = request.guest_mac;
+  net.rx_rate_limiter = request.rx_rate_limiter;
+  net.tx_rate_limiter = request.tx_rate_limiter;
   if (auto checked = machine::check_net(net); !checked) {
     return std::unexpected(
         checked.error().with_context("network interface '" + request.iface_id + "'"));

@@ -7,10 +7,12 @@
 #include <cctype>
 #include <initializer_list>
 
+#include "vmm/devices/rate_limiter_json.h"
+
 namespace dsec::api {
 namespace {
 
-constexpr const char* kNoRateLimiters = "dsec-vmm has no rate limiters yet; leave it out";
+using RateLimiter = devices::RateLimiterConfig;
 
 // An optional string field that must be one of `choices` (compared exactly, or ignoring
 // case); nullopt when absent.
@@ -122,7 +124,8 @@ Result<DriveRequest> parse_drive(JsonObject body, PathId path_id) {
   request.is_read_only = DSEC_TRY(body.optional_boolean("is_read_only")).value_or(false);
   DSEC_TRY(optional_choice(body, "cache_type", {"Unsafe", "Writeback"}));
   DSEC_TRY(optional_choice(body, "io_engine", {"Sync", "Async"}));
-  DSEC_TRY(body.refuse("rate_limiter", kNoRateLimiters));
+  request.rate_limiter =
+      DSEC_TRY(devices::optional_rate_limiter(body, "rate_limiter")).value_or(RateLimiter{});
   DSEC_TRY(body.finish());
   return request;
 }
@@ -132,11 +135,49 @@ Result<NetworkInterfaceRequest> parse_network_interface(JsonObject body, PathId 
   request.iface_id = DSEC_TRY(resource_id(body, "iface_id", path_id));
   request.host_dev_name = DSEC_TRY(body.string("host_dev_name"));
   request.guest_mac = DSEC_TRY(body.optional_string("guest_mac")).value_or("");
-  DSEC_TRY(body.refuse("rx_rate_limiter", kNoRateLimiters));
-  DSEC_TRY(body.refuse("tx_rate_limiter", kNoRateLimiters));
+  request.rx_rate_limiter =
+      DSEC_TRY(devices::optional_rate_limiter(body, "rx_rate_limiter")).value_or(RateLimiter{});
+  request.tx_rate_limiter =
+      DSEC_TRY(devices::optional_rate_limiter(body, "tx_rate_limiter")).value_or(RateLimiter{});
   DSEC_TRY(body.refuse("mtu", "dsec-vmm's virtio-net does not offer an MTU; leave it out"));
   DSEC_TRY(body.finish());
   return request;
+}
+
+namespace {
+
+Result<RateLimiterUpdate> rate_limiter_update(JsonObject& body, const char* name) {
+  const auto given = DSEC_TRY(devices::optional_rate_limiter(body, name));
+  if (!given) {
+    return RateLimiterUpdate{};
+  }
+  return RateLimiterUpdate{given->bandwidth, given->ops};
+}
+
+}  // namespace
+
+devices::RateLimiterConfig RateLimiterUpdate::applied_to(
+    const devices::RateLimiterConfig& current) const {
+  return {.bandwidth = bandwidth ? bandwidth : current.bandwidth, .ops = ops ? ops : current.ops};
+}
+
+Result<DriveUpdate> parse_drive_update(JsonObject body, PathId path_id) {
+  DriveUpdate update;
+  update.drive_id = DSEC_TRY(resource_id(body, "drive_id", path_id));
+  DSEC_TRY(body.refuse("path_on_host",
+                       "dsec-vmm cannot give a running VM's drive another file; leave it out"));
+  update.rate_limiter = DSEC_TRY(rate_limiter_update(body, "rate_limiter"));
+  DSEC_TRY(body.finish());
+  return update;
+}
+
+Result<NetworkInterfaceUpdate> parse_network_interface_update(JsonObject body, PathId path_id) {
+  NetworkInterfaceUpdate update;
+  update.iface_id = DSEC_TRY(resource_id(body, "iface_id", path_id));
+  update.rx_rate_limiter = DSEC_TRY(rate_limiter_update(body, "rx_rate_limiter"));
+  update.tx_rate_limiter = DSEC_TRY(rate_limiter_update(body, "tx_rate_limiter"));
+  DSEC_TRY(body.finish());
+  return update;
 }
 
 Result<VsockRequest> parse_vsock(JsonObject body) {
@@ -149,7 +190,8 @@ Result<VsockRequest> parse_vsock(JsonObject body) {
 }
 
 Status parse_entropy(JsonObject body) {
-  DSEC_TRY(body.refuse("rate_limiter", kNoRateLimiters));
+  DSEC_TRY(body.refuse("rate_limiter",
+                       "dsec-vmm limits drives and network interfaces only; leave it out"));
   return body.finish();
 }
 

@@ -3,9 +3,9 @@
 // JSON to typed values with Firecracker's field names. The same parsers read the sections
 // of a --config-file. Strict as vm_requests: malformed JSON, an unknown field, a field of
 // the wrong type or a missing one is refused by name; an optional field given as null is
-// absent, as in Firecracker. A field for something this VMM cannot do (a rate limiter, a
-// CPU template, SMT) is refused, never ignored. What the values mean (is the kernel
-// there, is the vCPU count in range) is preboot_config's to check.
+// absent, as in Firecracker. A field for something this VMM cannot do (a CPU template,
+// SMT, an entropy device's rate limiter) is refused, never ignored. What the values mean (is the
+// kernel there, is the vCPU count in range) is preboot_config's to check.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 
 #include "vmm/common/error.h"
 #include "vmm/common/json_object.h"
+#include "vmm/devices/rate_limiter_config.h"
 
 namespace dsec::api {
 
@@ -49,26 +50,56 @@ Result<MachineConfigUpdate> parse_machine_config(JsonObject body, Update update)
 using PathId = std::optional<std::string_view>;
 
 // PUT /drives/{drive_id} {"drive_id", "path_on_host", "is_root_device", "is_read_only",
-// "partuuid"}. cache_type ("Unsafe", "Writeback") and io_engine ("Sync", "Async") are taken:
-// every disk is served through io_uring and honours the guest's flushes.
+// "partuuid", "rate_limiter"}. cache_type ("Unsafe", "Writeback") and io_engine ("Sync", "Async")
+// are taken: every disk is served through io_uring and honours the guest's flushes.
 struct DriveRequest {
   std::string drive_id;
   std::string path_on_host;
   bool is_root_device = false;
   bool is_read_only = false;
   std::string partuuid;  // empty: none
+  devices::RateLimiterConfig rate_limiter{};
   bool operator==(const DriveRequest&) const = default;
 };
 Result<DriveRequest> parse_drive(JsonObject body, PathId path_id);
 
-// PUT /network-interfaces/{iface_id} {"iface_id", "host_dev_name", "guest_mac"}
+// PUT /network-interfaces/{iface_id} {"iface_id", "host_dev_name", "guest_mac",
+// "rx_rate_limiter", "tx_rate_limiter"}
 struct NetworkInterfaceRequest {
   std::string iface_id;
   std::string host_dev_name;
   std::string guest_mac;  // empty: machine::NetConfig::kDefaultGuestMac
+  devices::RateLimiterConfig rx_rate_limiter{};
+  devices::RateLimiterConfig tx_rate_limiter{};
   bool operator==(const NetworkInterfaceRequest&) const = default;
 };
 Result<NetworkInterfaceRequest> parse_network_interface(JsonObject body, PathId path_id);
+
+// PATCH /drives/{drive_id} {"drive_id", "path_on_host", "rate_limiter"} and PATCH
+// /network-interfaces/{iface_id} {"iface_id", "rx_rate_limiter", "tx_rate_limiter"}: a
+// running VM's device. A bucket given replaces the device's, one left out stays as it is
+// (size 0 turns it off), as in Firecracker. A new path_on_host is refused: the guest's disk
+// stays the file it started with.
+struct RateLimiterUpdate {
+  std::optional<devices::TokenBucketConfig> bandwidth;
+  std::optional<devices::TokenBucketConfig> ops;
+  // The device's limiter after this update.
+  devices::RateLimiterConfig applied_to(const devices::RateLimiterConfig& current) const;
+  bool operator==(const RateLimiterUpdate&) const = default;
+};
+struct DriveUpdate {
+  std::string drive_id;
+  RateLimiterUpdate rate_limiter{};
+  bool operator==(const DriveUpdate&) const = default;
+};
+Result<DriveUpdate> parse_drive_update(JsonObject body, PathId path_id);
+struct NetworkInterfaceUpdate {
+  std::string iface_id;
+  RateLimiterUpdate rx_rate_limiter{};
+  RateLimiterUpdate tx_rate_limiter{};
+  bool operator==(const NetworkInterfaceUpdate&) const = default;
+};
+Result<NetworkInterfaceUpdate> parse_network_interface_update(JsonObject body, PathId path_id);
 
 // PUT /vsock {"guest_cid", "uds_path"}; Firecracker's deprecated "vsock_id" is taken and
 // unused, as Firecracker does.

@@ -7,7 +7,8 @@
 //   PUT  /actions InstanceStart                             before: boots the configured VM
 //   PUT  /snapshot/load                                     on a fresh VMM only: no VM, and
 //                                                           nothing configured for a boot
-//   PATCH /vm, PUT /actions SendCtrlAltDel                  with a VM only
+//   PATCH /vm, PUT /actions SendCtrlAltDel,
+//   PATCH /drives/{id}, /network-interfaces/{id}            with a VM only
 //   PUT  /snapshot/create                                   only while the VM is paused
 // A body is checked before the order rules; every refusal is 400 with a fault_message;
 // success is 204, or 200 with JSON for a GET.
@@ -57,6 +58,11 @@ class VmApi {
   // vm_api_preboot.cpp: Firecracker's pre-boot configuration and the actions.
   void add_preboot_routes();
   Status act(std::string_view body);
+  // PATCH /drives/{id}, /network-interfaces/{id}: a running VM's rate limiters.
+  Status patch_drive(std::string_view body, const std::string& drive_id);
+  Status patch_network_interface(std::string_view body, const std::string& iface_id);
+  // The VM's configuration; an error unless there is a VM.
+  Result<machine::MachineConfig> running_vm_config() const;
   // An error unless there is no VM yet: `request` (as "PUT /vsock") is pre-boot only.
   Status before_start(std::string_view request) const;
   // An error unless there is a VM.

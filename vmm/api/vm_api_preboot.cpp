@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "vmm/api/vm_api.h"
+#include "vmm/machine/config_parts.h"
 
 namespace dsec::api {
 
@@ -35,18 +36,13 @@ void VmApi::add_preboot_routes() {
                    DSEC_TRY(before_start("PUT /network-interfaces"));
                    return preboot_.put_network_interface(net);
                  });
-  // Firecracker changes a running VM's drive (its file, its rate limiter) and interface
-  // (its rate limiters) with these; dsec-vmm cannot yet, and says so.
-  for (const char* resource : {"drives/{drive_id}", "network-interfaces/{iface_id}"}) {
-    add_work_route(Method::kPatch, fmt::format("/{}", resource),
-                   [this](std::string_view, const Args& args) -> Status {
-                     DSEC_TRY(with_vm());
-                     return fail(fmt::format(
-                         "'{}': dsec-vmm cannot change a device of a running VM (its file or "
-                         "rate limiters)",
-                         args[0]));
-                   });
-  }
+  add_work_route(
+      Method::kPatch, "/drives/{drive_id}",
+      [this](std::string_view body, const Args& args) { return patch_drive(body, args[0]); });
+  add_work_route(Method::kPatch, "/network-interfaces/{iface_id}",
+                 [this](std::string_view body, const Args& args) {
+                   return patch_network_interface(body, args[0]);
+                 });
   add_work_route(Method::kPut, "/vsock", [this](std::string_view body, const Args&) -> Status {
     const auto vsock = DSEC_TRY(parse_vsock(DSEC_TRY(parse_body(body))));
     DSEC_TRY(before_start("PUT /vsock"));
@@ -70,6 +66,40 @@ void VmApi::add_preboot_routes() {
   });
   add_work_route(Method::kPut, "/actions",
                  [this](std::string_view body, const Args&) -> Status { return act(body); });
+}
+
+Result<machine::MachineConfig> VmApi::running_vm_config() const {
+  DSEC_TRY(with_vm());
+  if (auto config = backend_.config()) {
+    return std::move(*config);
+  }
+  return fail("the VM's configuration cannot be read");
+}
+
+Status VmApi::patch_drive(std::string_view body, const std::string& drive_id) {
+  const auto update = DSEC_TRY(parse_drive_update(DSEC_TRY(parse_body(body)), drive_id));
+  const auto config = DSEC_TRY(running_vm_config());
+  const auto& drives = config.drives;
+  for (size_t i = 0; i < drives.size(); ++i) {
+    if ((drives[i].id.empty() ? machine::guest_drive_name(i) : drives[i].id) == drive_id) {
+      return backend_.set_drive_rate_limiter(
+          i, update.rate_limiter.applied_to(drives[i].rate_limiter));
+    }
+  }
+  return fail(fmt::format("the VM has no drive '{}' (GET /vm/config lists its drives)", drive_id));
+}
+
+Status VmApi::patch_network_interface(std::string_view body, const std::string& iface_id) {
+  const auto update =
+      DSEC_TRY(parse_network_interface_update(DSEC_TRY(parse_body(body)), iface_id));
+  const auto config = DSEC_TRY(running_vm_config());
+  if (!config.net || config.net->iface_id() != iface_id) {
+    return fail(
+        fmt::format("the VM has no network interface '{}' (GET /vm/config lists it)", iface_id));
+  }
+  return backend_.set_net_rate_limiters(
+      update.rx_rate_limiter.applied_to(config.net->rx_rate_limiter),
+      update.tx_rate_limiter.applied_to(config.net->tx_rate_limiter));
 }
 
 Status VmApi::act(std::string_view body) {

@@ -2,11 +2,22 @@
 
 #include <string>
 
+#include "vmm/devices/rate_limiter_json.h"
 #include "vmm/machine/config_parts.h"
 
 namespace dsec::api {
 
 using nlohmann::json;
+
+namespace {
+
+// Firecracker's shape: null for a device without a limit.
+json rate_limiter_or_null(const devices::RateLimiterConfig& limiter) {
+  return limiter == devices::RateLimiterConfig{} ? json(nullptr)
+                                                 : devices::rate_limiter_json(limiter);
+}
+
+}  // namespace
 
 json machine_config_json(const machine::MachineConfig& config) {
   return {{"vcpu_count", config.vcpus},
@@ -30,14 +41,17 @@ json vm_config_json(const machine::MachineConfig& config) {
                       {"path_on_host", d.path},
                       {"is_root_device", d.is_root},
                       {"partuuid", d.partuuid.empty() ? json(nullptr) : json(d.partuuid)},
-                      {"is_read_only", d.read_only}});
+                      {"is_read_only", d.read_only},
+                      {"rate_limiter", rate_limiter_or_null(d.rate_limiter)}});
   }
   json nets = json::array();
   if (config.net) {
     nets.push_back({{"iface_id", config.net->iface_id()},
                     {"host_dev_name", config.net->tap},
                     {"guest_mac", config.net->mac.empty() ? machine::NetConfig::kDefaultGuestMac
-                                                          : config.net->mac}});
+                                                          : config.net->mac},
+                    {"rx_rate_limiter", rate_limiter_or_null(config.net->rx_rate_limiter)},
+                    {"tx_rate_limiter", rate_limiter_or_null(config.net->tx_rate_limiter)}});
   }
   json vsock = nullptr;
   if (config.vsock) {

@@ -47,6 +47,7 @@ class JsonObject {
   Result<std::optional<std::string>> optional_string(const char* name,
                                                      Empty empty = Empty::kRefused);
   Result<std::optional<bool>> optional_boolean(const char* name);
+  Result<std::optional<uint64_t>> optional_unsigned_int(const char* name);
   Result<std::optional<nlohmann::json>> optional_object(const char* name);
   Result<std::optional<nlohmann::json>> optional_array(const char* name);
 

@@ -196,6 +196,29 @@ Status Machine::send_ctrl_alt_del() {
   return ok();
 }
 
+Status Machine::set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter) {
+  if (ended()) {
+    return fail("the VM has ended");
+  }
+  DSEC_TRY(virtio_->set_drive_rate_limiter(index, limiter));
+  config_.drives.at(index).rate_limiter = limiter;
+  return ok();
+}
+
+Status Machine::set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                                      const devices::RateLimiterConfig& tx) {
+  if (ended()) {
+    return fail("the VM has ended");
+  }
+  if (!config_.net) {
+    return fail("the VM has no network interface");
+  }
+  DSEC_TRY(virtio_->set_net_rate_limiters({.rx = rx, .tx = tx}));
+  config_.net->rx_rate_limiter = rx;
+  config_.net->tx_rate_limiter = tx;
+  return ok();
+}
+
 void Machine::on_guest_reset() {
   if (config_.expect_clean_shutdown_announcement && !boot_timer_->shutdown_announced()) {
     control_.request_exit(

@@ -98,6 +98,13 @@ class Machine {
   // whose kernel has the atkbd driver and the VT layer reboots, or signals its init, and
   // the reboot ends the VM. Fails when the guest turned its keyboard off; any thread.
   Status send_ctrl_alt_del();
+  // A running VM's new rate limiters (Firecracker's PATCH /drives/{id} and
+  // /network-interfaces/{id}): drive `index` of config().drives, or the network interface;
+  // in force from the device's next request, and in config() (and so in a snapshot). On
+  // the thread that reads config() (the API's).
+  Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter);
+  Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                               const devices::RateLimiterConfig& tx);
   // Ends the VM (idempotent). wait() then returns kStopped unless it had ended already.
   void stop(std::string why = "stop requested");
   // Ends the VM as failed by the VMM (exit status 3): a thread of the VMM cannot do its job.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "vmm/common/error.h"
+#include "vmm/devices/rate_limiter_config.h"
 #include "vmm/seccomp/policy.h"
 
 namespace dsec::machine {
@@ -28,6 +29,8 @@ struct DriveConfig {
   // one drive of a VM.
   bool is_root = false;
   std::string partuuid{};
+  // Firecracker's rate_limiter (docs/api-boot.md): none by default.
+  devices::RateLimiterConfig rate_limiter{};
 
   bool operator==(const DriveConfig&) const = default;
 };
@@ -53,6 +56,9 @@ struct NetConfig {
   int tap_fd = -1;
   // The interface's id on the API (Firecracker's iface_id); empty: kDefaultId.
   std::string id{};
+  // Firecracker's rx_rate_limiter and tx_rate_limiter: none by default.
+  devices::RateLimiterConfig rx_rate_limiter{};
+  devices::RateLimiterConfig tx_rate_limiter{};
 
   static constexpr const char* kDefaultGuestMac = "52:54:00:12:34:56";
   static constexpr const char* kDefaultId = "eth0";  // the guest's name for it

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vmm/common/json_object.h"
+#include "vmm/devices/rate_limiter_json.h"
 
 namespace dsec::machine {
 namespace {
@@ -27,11 +28,14 @@ Result<MachineConfig> read_config(std::string_view text) {
   config.rng = DSEC_TRY(j.boolean("rng"));
   for (const auto& value : DSEC_TRY(j.array("drives"))) {
     auto d = DSEC_TRY(JsonObject::of(value, "a drive"));
-    config.drives.push_back({.path = DSEC_TRY(d.string("path")),
-                             .read_only = DSEC_TRY(d.boolean("read_only")),
-                             .id = DSEC_TRY(d.string("id", JsonObject::Empty::kAllowed)),
-                             .is_root = DSEC_TRY(d.optional_boolean("root")).value_or(false),
-                             .partuuid = DSEC_TRY(d.optional_string("partuuid")).value_or("")});
+    config.drives.push_back(
+        {.path = DSEC_TRY(d.string("path")),
+         .read_only = DSEC_TRY(d.boolean("read_only")),
+         .id = DSEC_TRY(d.string("id", JsonObject::Empty::kAllowed)),
+         .is_root = DSEC_TRY(d.optional_boolean("root")).value_or(false),
+         .partuuid = DSEC_TRY(d.optional_string("partuuid")).value_or(""),
+         .rate_limiter = DSEC_TRY(devices::optional_rate_limiter(d, "rate_limiter"))
+                             .value_or(devices::RateLimiterConfig{})});
     DSEC_TRY(d.finish());
   }
   if (const auto vsock = DSEC_TRY(j.optional_object("vsock"))) {
@@ -47,7 +51,11 @@ Result<MachineConfig> read_config(std::string_view text) {
                   .host_cidr = DSEC_TRY(n.string("host_cidr", JsonObject::Empty::kAllowed)),
                   .mac = DSEC_TRY(n.string("mac", JsonObject::Empty::kAllowed)),
                   .tap_fd = -1,
-                  .id = DSEC_TRY(n.optional_string("id")).value_or("")};
+                  .id = DSEC_TRY(n.optional_string("id")).value_or(""),
+                  .rx_rate_limiter = DSEC_TRY(devices::optional_rate_limiter(n, "rx_rate_limiter"))
+                                         .value_or(devices::RateLimiterConfig{}),
+                  .tx_rate_limiter = DSEC_TRY(devices::optional_rate_limiter(n, "tx_rate_limiter"))
+                                         .value_or(devices::RateLimiterConfig{})};
     DSEC_TRY(n.finish());
   }
   DSEC_TRY(j.finish());
@@ -72,6 +80,9 @@ std::string snapshot_config_to_json(const MachineConfig& config) {
     if (!d.partuuid.empty()) {
       drive["partuuid"] = d.partuuid;
     }
+    if (d.rate_limiter != devices::RateLimiterConfig{}) {
+      drive["rate_limiter"] = devices::rate_limiter_json(d.rate_limiter);
+    }
     j["drives"].push_back(drive);
   }
   if (config.vsock) {
@@ -82,6 +93,13 @@ std::string snapshot_config_to_json(const MachineConfig& config) {
         {"tap", config.net->tap}, {"host_cidr", config.net->host_cidr}, {"mac", config.net->mac}};
     if (!config.net->id.empty()) {
       j["net"]["id"] = config.net->id;
+    }
+    for (const auto& [name, limiter] :
+         {std::pair{"rx_rate_limiter", &config.net->rx_rate_limiter},
+          std::pair{"tx_rate_limiter", &config.net->tx_rate_limiter}}) {
+      if (*limiter != devices::RateLimiterConfig{}) {
+        j["net"][name] = devices::rate_limiter_json(*limiter);
+      }
     }
   }
   j["rng"] = config.rng;
