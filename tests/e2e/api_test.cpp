@@ -491,6 +491,14 @@ TEST(ApiRateLimiter, ALimitedDriveReadsAtItsBandwidthAndAnUnlimitedOneIsNotHeldB
   EXPECT_EQ(config->at("drives")[0].at("rate_limiter").at("bandwidth").at("size"),
             kBytesPerSecond / 2);
   EXPECT_TRUE(config->at("drives")[1].at("rate_limiter").is_null());
+  // A PATCH lifts it on the running VM (through the API thread's seccomp filter).
+  ASSERT_TRUE(client.send("PATCH", "/drives/limited",
+                          {{"drive_id", "limited"},
+                           {"rate_limiter", {{"bandwidth", {{"size", 0}, {"refill_time", 0}}}}}}))
+      << vmm->describe();
+  const Took lifted = read("/dev/vda", kRead);
+  EXPECT_LT(lifted.guest, limited.guest / 2)
+      << "still limited after the PATCH: " << lifted.guest << " s; " << figures;
   std::filesystem::remove_all(work);
 }
 
