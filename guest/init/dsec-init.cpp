@@ -15,6 +15,8 @@
 //    and prints `dsec-init: exit status=<n>` when it ends (128+signal if killed).
 // 6. Kills what is left, syncs and reboots. Without ACPI a reboot is the only way out
 //    of the guest (reboot=k: through the i8042); the VMM treats it as the VM's exit.
+// A ctrl-alt-del (the VMM's SendCtrlAltDel, docs/api.md) comes to it as SIGINT, for which
+// it does step 6 at once, from wherever it is.
 //
 // The options come from /proc/cmdline because the kernel hands init neither
 // parameters with a dot nor quoted values intact.
@@ -234,6 +236,38 @@ int run_shell(const std::vector<const char*>& args, bool interactive) {
   }
 }
 
+// SIGINT: ctrl-alt-del, which the kernel hands to init after RB_DISABLE_CAD. The clean
+// shutdown of shut_down() with async-signal-safe calls only: nothing is reaped, the
+// message is written whole by write().
+extern "C" void on_ctrl_alt_del(int signo) {
+  if (getpid() != 1) {
+    // A child forked without exec (an agent session) inherited the handler: SIGINT is
+    // just SIGINT there.
+    (void)signal(signo, SIG_DFL);
+    (void)raise(signo);
+    return;
+  }
+  static constexpr char kLine[] = "dsec-init: ctrl-alt-del: rebooting\n";
+  (void)!write(STDOUT_FILENO, kLine, sizeof kLine - 1);
+  kill(-1, SIGKILL);
+  sync();
+  if (ioperm(DSEC_BOOT_TIMER_PORT, 1, 1) == 0) {
+    outb(DSEC_BOOT_TIMER_SHUTDOWN_VALUE, DSEC_BOOT_TIMER_PORT);  // a clean exit, not a crash
+  }
+  reboot(RB_AUTOBOOT);
+}
+
+// Ctrl-alt-del goes to init as SIGINT, rather than rebooting the kernel on the spot (no
+// sync, no announcement: the VMM would count it a crash).
+void take_ctrl_alt_del() {
+  struct sigaction action {};
+  action.sa_handler = on_ctrl_alt_del;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGINT, &action, nullptr) != 0 || reboot(RB_DISABLE_CAD) != 0) {
+    say("warning: ctrl-alt-del stays the kernel's: %s", strerror(errno));
+  }
+}
+
 [[noreturn]] void shut_down() {
   kill(-1, SIGKILL);  // Everything but PID 1.
   while (waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
@@ -262,6 +296,7 @@ int main() {
   mount_fs("tmpfs", "/tmp", MS_NOSUID | MS_NODEV, "mode=1777");
 
   signal_boot_timer(DSEC_BOOT_TIMER_VALUE);
+  take_ctrl_alt_del();
 
   std::string cmdline = read_file("/proc/cmdline");
   while (!cmdline.empty() && (cmdline.back() == '\n' || cmdline.back() == ' ')) {

@@ -1,18 +1,25 @@
 // The VM's API socket end to end (docs/api.md): pause and resume of a running guest through
 // it, snapshots of a sandbox and of a clone taken through it and restored with `dsec-vmm
-// restore`, a load into a fresh `dsec-vmm serve`, and refusals that leave the VM running.
+// restore`, a load into a fresh `dsec-vmm serve`, refusals that leave the VM running, and a
+// fresh `dsec-vmm serve` booting the default image as Firecracker's API or --config-file
+// describes it.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <iostream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "tests/support/dsec_vmm.h"
+#include "tests/support/file_text.h"
 #include "tests/support/sandbox.h"
 #include "vmm/api/api_client.h"
 
@@ -261,6 +268,238 @@ TEST(ApiOrder, LoadAfterABootAndCreateWhileRunningAreRefusedAndTheVmRunsOn) {
   const std::string socket = vm->api_socket();
   vm.reset();
   EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+// The default image as Firecracker's boot-source, machine-config and vsock describe it; the
+// agent on the console's command line.
+nlohmann::json default_image_boot_source() {
+  const DefaultImage image = default_image();
+  return {{"kernel_image_path", image.vmlinux.string()},
+          {"initrd_path", image.initrd.string()},
+          {"boot_args", "console=ttyS0 reboot=k panic=-1 dsec.agent"}};
+}
+
+TEST(ApiBoot, AFreshVmmConfiguredThroughItsApiBootsTheDefaultImageAndItsAgentAnswers) {
+  auto vmm = Sandbox::serve();
+  std::string why;
+  ASSERT_TRUE(vmm->wait_for_api(30s, why)) << why;
+  const auto client = api_of(*vmm);
+  // Requests as curl sends them: raw bodies, Firecracker's fields.
+  auto put = [&client](const std::string& path, const std::string& body) {
+    const auto reply = client.request("PUT", path, body);
+    return reply ? *reply : api::HttpReply{0, reply.error().message()};
+  };
+  EXPECT_EQ(put("/boot-source", default_image_boot_source().dump()).status, 204);
+  EXPECT_EQ(put("/machine-config", R"({"vcpu_count": 2, "mem_size_mib": 256})").status, 204);
+  EXPECT_EQ(put("/vsock", nlohmann::json{{"guest_cid", 3}, {"uds_path", vmm->vsock_path()}}.dump())
+                .status,
+            204);
+  // A bad request is refused with what to fix, and changes nothing.
+  const auto unknown =
+      put("/machine-config", R"({"vcpu_count": 4, "mem_size_mib": 256, "cpus": 4})");
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_THAT(unknown.body, HasSubstr("unknown field 'cpus' in the body"));
+  const auto early = client.request("PATCH", "/vm", R"({"state": "Paused"})");
+  ASSERT_TRUE(early) << early.error().message();
+  EXPECT_EQ(early->status, 400);
+  EXPECT_THAT(early->body, HasSubstr("there is no VM yet"));
+  EXPECT_EQ(state_of(*vmm), "Not started");
+
+  ASSERT_EQ(put("/actions", R"({"action_type": "InstanceStart"})").status, 204) << vmm->describe();
+  EXPECT_EQ(state_of(*vmm), "Running");
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+  const auto guest = sh(*vmm, "nproc; cat /proc/cmdline");
+  ASSERT_TRUE(guest.ok()) << guest.out << vmm->describe();
+  EXPECT_THAT(guest.out, HasSubstr("2\n"));
+  EXPECT_THAT(guest.out, HasSubstr("console=ttyS0 reboot=k panic=-1 dsec.agent"));
+  const auto config = client.get("/vm/config");
+  ASSERT_TRUE(config) << config.error().message();
+  EXPECT_EQ(config->at("machine-config").at("mem_size_mib"), 256);
+  EXPECT_EQ(config->at("vsock").at("uds_path"), vmm->vsock_path());
+
+  // Configuration is over once the VM runs; the VM runs on.
+  const auto late = put("/machine-config", R"({"vcpu_count": 1, "mem_size_mib": 128})");
+  EXPECT_EQ(late.status, 400);
+  EXPECT_THAT(late.body, HasSubstr("is not supported after the VM started"));
+  EXPECT_TRUE(sh(*vmm, "true").ok()) << vmm->describe();
+}
+
+TEST(ApiBoot, AConfigFileBootsTheDefaultImageWithoutAnApi) {
+  auto vmm = Sandbox::serve_config_file(
+      [](const Sandbox& s) {
+        return nlohmann::json{
+            {"boot-source", default_image_boot_source()},
+            {"machine-config", {{"vcpu_count", 2}, {"mem_size_mib", 256}}},
+            {"vsock", {{"guest_cid", 3}, {"uds_path", s.vsock_path()}}},
+            {"entropy", nlohmann::json::object()},
+            {"logger", {{"log_path", (s.dir() / "fc.log").string()}, {"level", "Info"}}},
+            {"drives", nlohmann::json::array()},
+            {"network-interfaces", nlohmann::json::array()},
+            {"metrics", nullptr}}
+            .dump();
+      },
+      /*with_api=*/false);
+  std::string why;
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+  const auto guest = sh(*vmm, "nproc; test -e /dev/hwrng && echo rng");
+  ASSERT_TRUE(guest.ok()) << guest.out << vmm->describe();
+  EXPECT_EQ(trimmed(guest.out), "2\nrng");
+  EXPECT_FALSE(std::filesystem::exists(vmm->api_socket())) << "--no-api serves no socket";
+  EXPECT_THAT(file_text(vmm->dir() / "fc.log"), HasSubstr("guest reached userspace"))
+      << "the file's logger gets the VMM's log";
+  // SIGTERM ends it as it ends `run` (status 0).
+  const int status = vmm->stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_wait_status(status);
+}
+
+// Firecracker's SendCtrlAltDel: the keys reach the guest's keyboard, its init reboots
+// cleanly (it announces it: a crash would be exit status 2), and the reboot ends the VM.
+TEST(ApiActions, SendCtrlAltDelEndsTheVmThroughTheGuestsCleanReboot) {
+  auto vm = ready(Sandbox::with_api());
+  ASSERT_TRUE(vm);
+  ASSERT_TRUE(api_of(*vm).send("PUT", "/actions", {{"action_type", "SendCtrlAltDel"}}))
+      << vm->describe();
+  const auto status = vm->wait_for_exit(120s);
+  ASSERT_TRUE(status) << "the VM still runs after ctrl-alt-del\n" << vm->describe_stuck();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << describe_wait_status(*status) << vm->describe();
+  EXPECT_THAT(vm->describe(), HasSubstr("dsec-init: ctrl-alt-del: rebooting"));
+  EXPECT_THAT(vm->describe(), HasSubstr("ctrl-alt-del typed on the guest's keyboard"));
+}
+
+// A root drive as Firecracker's guide configures one: an ext4 image of the default
+// initramfs's files, booted with no initramfs. The guest mounts it as / from the
+// root=/dev/vda rw that is_root_device put on its command line, and its init (dsec-init,
+// from the image) serves the agent.
+TEST(ApiBoot, ARootDriveIsTheGuestsRootFileSystem) {
+  const DefaultImage image = default_image();
+  ASSERT_FALSE(image.initrd.empty());
+  // On a local file system: the initramfs holds device nodes, which 9p cannot.
+  const auto work = local_dir("dsec-rootfs");
+  std::filesystem::create_directories(work);
+  const auto tree = work / "tree";
+  const auto rootfs = work / "rootfs.ext4";
+  const auto made = run_command("mkdir " + tree.string() + " && cd " + tree.string() +
+                                    " && cpio -idm --quiet < " + image.initrd.string() +
+                                    " && mkfs.ext4 -q -F -d . " + rootfs.string() + " 64M 2>&1",
+                                180s);
+  ASSERT_EQ(made.exit_status, 0) << made.output;
+
+  auto vmm = Sandbox::serve();
+  std::string why;
+  ASSERT_TRUE(vmm->wait_for_api(30s, why)) << why;
+  const auto client = api_of(*vmm);
+  ASSERT_TRUE(
+      client.send("PUT", "/boot-source",
+                  {{"kernel_image_path", image.vmlinux.string()},
+                   {"boot_args", "console=ttyS0 reboot=k panic=-1 init=/init dsec.agent"}}));
+  ASSERT_TRUE(client.send("PUT", "/drives/rootfs",
+                          {{"drive_id", "rootfs"},
+                           {"path_on_host", rootfs.string()},
+                           {"is_root_device", true},
+                           {"is_read_only", false}}));
+  ASSERT_TRUE(client.send("PUT", "/vsock", {{"guest_cid", 3}, {"uds_path", vmm->vsock_path()}}));
+  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "InstanceStart"}}))
+      << vmm->describe();
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+  const auto root = sh(*vmm, "cat /proc/cmdline; awk '$2 == \"/\" { print $3, $4 }' /proc/mounts");
+  ASSERT_TRUE(root.ok()) << root.out << vmm->describe();
+  EXPECT_THAT(root.out, HasSubstr("root=/dev/vda rw console=ttyS0"));
+  EXPECT_THAT(root.out, HasSubstr("ext4 rw"));
+  // What the guest writes lands in the image.
+  ASSERT_TRUE(sh(*vmm, "echo written-in-the-guest > /from-guest && sync").ok()) << vmm->describe();
+  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "SendCtrlAltDel"}}));
+  const auto status = vmm->wait_for_exit(120s);
+  ASSERT_TRUE(status) << vmm->describe_stuck();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << describe_wait_status(*status);
+  const auto back = run_command("debugfs -R 'cat /from-guest' " + rootfs.string() + " 2>/dev/null");
+  EXPECT_EQ(trimmed(back.output), "written-in-the-guest");
+  std::filesystem::remove_all(work);
+}
+
+// Firecracker's rate limiter on a drive, as the guest sees it: O_DIRECT reads from a drive
+// limited to 2 MiB/s take as long as the limit says (within 10%), and the same reads from
+// an unlimited drive on the same VM are not held back. The bucket holds half a second of
+// the rate, so that the test bed's uneven pace does not lose the limiter time; a first
+// read empties it, and the second is timed. The reads are 64 KiB, under the bucket's
+// size. The guest times its reads (its clock, /proc/uptime); the host's time around the
+// command, which adds the agent's round trip, is reported beside it.
+TEST(ApiRateLimiter, ALimitedDriveReadsAtItsBandwidthAndAnUnlimitedOneIsNotHeldBack) {
+  constexpr uint64_t kBytesPerSecond = 2 << 20;
+  constexpr uint64_t kRead = 16 << 20;
+  const auto work = local_dir("dsec-rate-limit");
+  std::filesystem::create_directories(work);
+  for (const char* name : {"limited.img", "free.img"}) {
+    std::ofstream(work / name).close();
+    std::filesystem::resize_file(work / name, kRead);
+  }
+  auto vmm = Sandbox::serve();
+  std::string why;
+  ASSERT_TRUE(vmm->wait_for_api(30s, why)) << why;
+  const auto client = api_of(*vmm);
+  ASSERT_TRUE(client.send("PUT", "/boot-source", default_image_boot_source()));
+  ASSERT_TRUE(client.send("PUT", "/vsock", {{"guest_cid", 3}, {"uds_path", vmm->vsock_path()}}));
+  // Put first, so the guest's /dev/vda.
+  ASSERT_TRUE(client.send(
+      "PUT", "/drives/limited",
+      {{"drive_id", "limited"},
+       {"path_on_host", (work / "limited.img").string()},
+       {"is_root_device", false},
+       {"rate_limiter", {{"bandwidth", {{"size", kBytesPerSecond / 2}, {"refill_time", 500}}}}}}));
+  ASSERT_TRUE(client.send("PUT", "/drives/free",
+                          {{"drive_id", "free"},
+                           {"path_on_host", (work / "free.img").string()},
+                           {"is_root_device", false}}));
+  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "InstanceStart"}}))
+      << vmm->describe();
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+
+  // Seconds a guest command took by the host's clock, and by the guest's.
+  struct Took {
+    double host = 0;
+    double guest = 0;
+  };
+  const auto timed = [&](const std::string& command) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto ran = sh(*vmm, "a=$(cut -d' ' -f1 /proc/uptime); " + command +
+                                  " || exit 1; b=$(cut -d' ' -f1 /proc/uptime); echo $a $b");
+    const std::chrono::duration<double> host = std::chrono::steady_clock::now() - start;
+    EXPECT_TRUE(ran.ok()) << ran.out << vmm->describe();
+    double guest_start = 0;
+    double guest_end = 0;
+    std::istringstream(ran.out) >> guest_start >> guest_end;
+    return Took{host.count(), guest_end - guest_start};
+  };
+  const auto read = [&](const std::string& device, uint64_t bytes) {
+    return timed("dd if=" + device + " of=/dev/null bs=64k count=" + std::to_string(bytes >> 16) +
+                 " iflag=direct 2>/dev/null");
+  };
+  read("/dev/vda", kBytesPerSecond);  // the bucket's start, and as much again
+  const Took limited = read("/dev/vda", kRead);
+  const Took free = read("/dev/vdb", kRead);
+  const double expected = static_cast<double>(kRead) / kBytesPerSecond;
+  const std::string figures = fmt::format(
+      "limited: {:.2f} s by the host's clock ({:.2f} s by the guest's), unlimited: {:.2f} s "
+      "({:.2f} s); expected {:.2f} s",
+      limited.host, limited.guest, free.host, free.guest, expected);
+  EXPECT_NEAR(limited.guest, expected, expected * 0.1) << figures;
+  EXPECT_LT(free.guest, limited.guest / 2) << "the unlimited drive was held back: " << figures;
+  std::cout << figures << "\n";
+  // The limit shows in the VM's configuration.
+  const auto config = client.get("/vm/config");
+  ASSERT_TRUE(config) << config.error().message();
+  EXPECT_EQ(config->at("drives")[0].at("rate_limiter").at("bandwidth").at("size"),
+            kBytesPerSecond / 2);
+  EXPECT_TRUE(config->at("drives")[1].at("rate_limiter").is_null());
+  // A PATCH lifts it on the running VM (through the API thread's seccomp filter).
+  ASSERT_TRUE(client.send("PATCH", "/drives/limited",
+                          {{"drive_id", "limited"},
+                           {"rate_limiter", {{"bandwidth", {{"size", 0}, {"refill_time", 0}}}}}}))
+      << vmm->describe();
+  const Took lifted = read("/dev/vda", kRead);
+  EXPECT_LT(lifted.guest, limited.guest / 2)
+      << "still limited after the PATCH: " << lifted.guest << " s; " << figures;
+  std::filesystem::remove_all(work);
 }
 
 }  // namespace

@@ -1,14 +1,18 @@
 // libFuzzer target: a hostile API client's bytes through the whole request path — the HTTP
-// connection (http_parser, limits, pipelining), the router, the request bodies' parsers
-// and the order rules — with a fake backend behind it. The bytes arrive in uneven reads
-// as a socket would deliver them. Nothing may crash, every answer must be well formed, and
-// the output may not grow past its limit by more than one answer.
+// connection (http_parser, limits, pipelining), the router, the request bodies' parsers,
+// the pre-boot configuration and the order rules of every endpoint — with a fake backend
+// behind it. The bytes arrive in uneven reads as a socket would deliver them. Each body is
+// also read as a --config-file, whose sections the same parsers take. Nothing may crash,
+// every answer must be well formed, and the output may not grow past its limit by more
+// than one answer. Input: a byte that picks the VM's state and the read size, then HTTP
+// (corpus/make-seeds writes seeds for every endpoint).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "tests/support/fake_vm_backend.h"
+#include "vmm/api/config_file.h"
 #include "vmm/api/http_connection.h"
 #include "vmm/api/vm_api.h"
 
@@ -33,6 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       connection.receive_eof();
     }
     while (auto request = connection.next_request()) {
+      (void)parse_config_file(request->body);
       const auto response = api.handle(*request);
       if (response.status != 200 && response.status != 204 && response.status != 400 &&
           response.status != 404 && response.status != 405) {

@@ -16,9 +16,13 @@ class FakeVmBackend : public api::VmBackend {
  public:
   api::InstanceState current = api::InstanceState::kNotStarted;
   machine::MachineConfig machine_config;
-  std::vector<std::string> calls;  // "pause", "resume", "create", "load"
+  // "pause", "resume", "create", "load", "boot", "ctrl-alt-del", "logger",
+  // "drive-rate-limiter", "net-rate-limiters"
+  std::vector<std::string> calls;
   std::optional<api::SnapshotCreateRequest> created;
   std::optional<api::SnapshotLoadRequest> loaded;
+  std::optional<machine::MachineConfig> booted;
+  std::optional<api::LoggerRequest> logger;
   std::optional<std::string> fail_next;  // the next call fails with this message
 
   api::InstanceState state() const override { return current; }
@@ -47,6 +51,31 @@ class FakeVmBackend : public api::VmBackend {
     DSEC_TRY(call("load"));
     loaded = request;
     current = request.resume_vm ? api::InstanceState::kRunning : api::InstanceState::kPaused;
+    return ok();
+  }
+  Status boot(const machine::MachineConfig& guest) override {
+    DSEC_TRY(call("boot"));
+    booted = guest;
+    machine_config = guest;
+    current = api::InstanceState::kRunning;
+    return ok();
+  }
+  Status send_ctrl_alt_del() override { return call("ctrl-alt-del"); }
+  Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter) override {
+    DSEC_TRY(call("drive-rate-limiter"));
+    machine_config.drives.at(index).rate_limiter = limiter;
+    return ok();
+  }
+  Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                               const devices::RateLimiterConfig& tx) override {
+    DSEC_TRY(call("net-rate-limiters"));
+    machine_config.net->rx_rate_limiter = rx;
+    machine_config.net->tx_rate_limiter = tx;
+    return ok();
+  }
+  Status configure_logger(const api::LoggerRequest& request) override {
+    DSEC_TRY(call("logger"));
+    logger = request;
     return ok();
   }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 
 #include "vmm/common/error.h"
@@ -24,3 +25,14 @@
   auto result = (expr);                                        \
   ASSERT_TRUE(result.has_value()) << result.error().message(); \
   lhs = std::move(result).value()
+
+namespace dsec::test {
+
+// The message of a Result expected to fail, for EXPECT_THAT(error_of(...), HasSubstr(...));
+// "(it was accepted)" when it did not fail.
+template <typename T>
+std::string error_of(const Result<T>& r) {
+  return r ? std::string("(it was accepted)") : r.error().message();
+}
+
+}  // namespace dsec::test

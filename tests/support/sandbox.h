@@ -9,8 +9,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -80,6 +83,24 @@ class Sandbox {
     return sandbox;
   }
 
+  // `dsec-vmm serve --config-file FILE` (and --no-api unless `with_api`): FILE holds the
+  // text `config` writes for this sandbox (its vsock_path(), say), in dir().
+  static std::unique_ptr<Sandbox> serve_config_file(
+      const std::function<std::string(const Sandbox&)>& config, bool with_api) {
+    std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
+    const std::string file = (sandbox->dir_ / "vm_config.json").string();
+    std::ofstream(file) << config(*sandbox);
+    std::vector<std::string> args{kVmmBinary, "serve",     "--config-file",
+                                  file,       "--console", sandbox->console_};
+    if (with_api) {
+      args.insert(args.end(), {"--api-sock", sandbox->api_socket_});
+    } else {
+      args.emplace_back("--no-api");
+    }
+    sandbox->launch(std::move(args));
+    return sandbox;
+  }
+
   // Waits until the API socket exists; false (and why) if the VMM exited or the deadline
   // passed.
   bool wait_for_api(std::chrono::seconds deadline, std::string& why) {
@@ -96,6 +117,19 @@ class Sandbox {
     }
     why = "no API socket at " + api_socket_ + " within the deadline\n" + describe();
     return false;
+  }
+
+  // Waits until the VMM exits by itself; its wait status, or nullopt if it still runs at
+  // the deadline.
+  std::optional<int> wait_for_exit(std::chrono::seconds deadline) {
+    const auto end = std::chrono::steady_clock::now() + deadline;
+    while (running()) {
+      if (std::chrono::steady_clock::now() >= end) {
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return exit_status_;
   }
 
   // Whether the VMM process still runs.

@@ -91,5 +91,12 @@ TEST_F(ApiRouter, ALaterRouteForTheSameMethodAndPathReplacesTheFirst) {
   EXPECT_TRUE(calls_.empty());
 }
 
+TEST_F(ApiRouter, ListsItsRoutesWithTheirPatternsInTheOrderAdded) {
+  using Route = Router::RouteName;
+  EXPECT_THAT(router_.routes(), ElementsAre(Route{Method::kGet, "/"}, Route{Method::kPatch, "/vm"},
+                                            Route{Method::kPut, "/drives/{drive_id}"},
+                                            Route{Method::kPatch, "/drives/{drive_id}"}));
+}
+
 }  // namespace
 }  // namespace dsec::api

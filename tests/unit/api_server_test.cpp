@@ -117,7 +117,7 @@ TEST_F(ApiServerTest, TheClientCarriesTheVmmsFaultMessage) {
   ASSERT_FALSE(refused);
   EXPECT_THAT(refused.error().message(),
               HasSubstr("the VMM refused PATCH /vm (400): there is no VM yet"));
-  const auto missing = client_.get("/machine-config");
+  const auto missing = client_.get("/balloon");
   ASSERT_FALSE(missing);
   EXPECT_THAT(missing.error().message(), HasSubstr("(404): no such resource"));
 }

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/api_calls.h"
 #include "tests/support/fake_vm_backend.h"
 #include "vmm/api/vm_api.h"
 #include "vmm/api/vm_config_json.h"
@@ -12,6 +13,7 @@ namespace dsec::api {
 namespace {
 
 using test::FakeVmBackend;
+using test::fault_of;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -24,17 +26,7 @@ constexpr const char* kLoad =
 class ApiVmApi : public ::testing::Test {
  protected:
   HttpResponse call(Method method, const std::string& path, const std::string& body = "") {
-    HttpRequest r;
-    r.method = method;
-    r.method_text = std::string(method_name(method));
-    r.path = path;
-    r.body = body;
-    return api_.handle(r);
-  }
-  static std::string fault_of(const HttpResponse& r) {
-    const auto j = nlohmann::json::parse(r.body, nullptr, false);
-    return j.is_object() && j.contains("fault_message") ? j["fault_message"].get<std::string>()
-                                                        : "(no fault_message: " + r.body + ")";
+    return test::call(api_, method, path, body);
   }
   std::string state() {
     return nlohmann::json::parse(call(Method::kGet, "/").body).at("state").get<std::string>();
@@ -81,15 +73,18 @@ TEST_F(ApiVmApi, CreateWhileRunningIsRefused) {
   EXPECT_EQ(state(), "Running");
 }
 
-TEST_F(ApiVmApi, NothingButALoadWorksWithoutAVm) {
+TEST_F(ApiVmApi, NothingThatNeedsAVmWorksWithoutOne) {
   for (const auto& [method, path, body] : std::vector<std::tuple<Method, std::string, std::string>>{
            {Method::kPatch, "/vm", R"({"state": "Paused"})"},
            {Method::kPatch, "/vm", R"({"state": "Resumed"})"},
            {Method::kPut, "/snapshot/create", kCreate},
-           {Method::kGet, "/vm/config", ""}}) {
+           {Method::kPut, "/actions", R"({"action_type": "SendCtrlAltDel"})"},
+           {Method::kPut, "/actions", R"({"action_type": "FlushMetrics"})"},
+           {Method::kPatch, "/drives/rootfs", R"({"drive_id": "rootfs"})"},
+           {Method::kPatch, "/network-interfaces/net1", R"({"iface_id": "net1"})"}}) {
     const auto r = call(method, path, body);
     EXPECT_EQ(r.status, 400) << path;
-    EXPECT_THAT(fault_of(r), HasSubstr("there is no VM yet: load a snapshot first")) << path;
+    EXPECT_THAT(fault_of(r), HasSubstr("there is no VM yet: start one (PUT /actions")) << path;
   }
   EXPECT_TRUE(backend_.calls.empty());
 }
@@ -143,7 +138,8 @@ TEST_F(ApiVmApi, ABadBodyIsRefusedBeforeTheOrderRulesAndTheBackend) {
 }
 
 TEST_F(ApiVmApi, UnknownPathsAndMethodsAre404And405) {
-  EXPECT_EQ(call(Method::kGet, "/machine-config").status, 404);
+  EXPECT_EQ(call(Method::kGet, "/balloon").status, 404);
+  EXPECT_EQ(call(Method::kGet, "/drives").status, 404);  // no list, only /drives/{id}
   EXPECT_EQ(call(Method::kGet, "/snapshot/create").status, 405);
   EXPECT_EQ(call(Method::kPut, "/vm").status, 405);
   EXPECT_EQ(call(Method::kDelete, "/").status, 405);
@@ -191,6 +187,26 @@ TEST(ApiVmConfigJson, ARestoredVmHasNoBootSourceAndAbsentDevicesAreNullOrEmpty) 
   EXPECT_TRUE(j.at("network-interfaces").empty());
   EXPECT_TRUE(j.at("vsock").is_null());
   EXPECT_TRUE(j.at("entropy").is_null());
+}
+
+TEST(ApiVmConfigJson, RateLimitersShowInFirecrackersShapeAndNullWithoutOne) {
+  machine::MachineConfig c;
+  c.drives = {{.path = "/d/a.img", .read_only = false, .id = "a"},
+              {.path = "/d/b.img", .read_only = false, .id = "b"}};
+  c.drives[0].rate_limiter.bandwidth =
+      devices::TokenBucketConfig{.size = 4096, .one_time_burst = 512, .refill_time_ms = 100};
+  c.net = machine::NetConfig{.tap = "tap3", .host_cidr = "", .mac = ""};
+  c.net->tx_rate_limiter.ops =
+      devices::TokenBucketConfig{.size = 10, .one_time_burst = 0, .refill_time_ms = 1000};
+  const auto j = vm_config_json(c);
+  EXPECT_EQ(j.at("drives")[0].at("rate_limiter"),
+            nlohmann::json::parse(
+                R"({"bandwidth": {"size": 4096, "one_time_burst": 512, "refill_time": 100}})"));
+  EXPECT_TRUE(j.at("drives")[1].at("rate_limiter").is_null());
+  EXPECT_TRUE(j.at("network-interfaces")[0].at("rx_rate_limiter").is_null());
+  EXPECT_EQ(
+      j.at("network-interfaces")[0].at("tx_rate_limiter"),
+      nlohmann::json::parse(R"({"ops": {"size": 10, "one_time_burst": 0, "refill_time": 1000}})"));
 }
 
 }  // namespace

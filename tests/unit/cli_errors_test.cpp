@@ -103,11 +103,28 @@ TEST(CliErrors, TheApiCommandsAndOptionsAreInTheHelp) {
 
 TEST(CliErrors, ServeAndSnapshotNeedAnApiSocket) {
   const CommandOutput serve = run_command(kVmm + " serve 2>&1");
-  EXPECT_NE(serve.exit_status, 0);
-  EXPECT_THAT(serve.output, HasSubstr("--api-sock is required"));
+  EXPECT_EQ(serve.exit_status, 1);
+  EXPECT_THAT(serve.output, HasSubstr("give --api-sock PATH, or --no-api with --config-file"));
+  const CommandOutput no_api = run_command(kVmm + " serve --no-api 2>&1");
+  EXPECT_NE(no_api.exit_status, 0);
+  EXPECT_THAT(no_api.output, HasSubstr("--no-api requires --config-file"));
   const CommandOutput pause = run_command(kVmm + " snapshot pause 2>&1");
   EXPECT_NE(pause.exit_status, 0);
   EXPECT_THAT(pause.output, HasSubstr("--api-sock is required"));
+}
+
+TEST(CliErrors, ABadConfigFileIsRefusedBeforeAnythingStarts) {
+  const std::string file = ::testing::TempDir() + "dsec-config.json";
+  run_command("echo '{\"boot-source\": {\"kernel_image_path\": \"/nonexistent/vmlinux\"}}' > " +
+              file);
+  const CommandOutput serve = run_command(kVmm + " serve --no-api --config-file " + file + " 2>&1");
+  EXPECT_EQ(serve.exit_status, 1);
+  EXPECT_THAT(serve.output, HasSubstr("dsec-vmm serve: --config-file " + file +
+                                      ": kernel_image_path /nonexistent/vmlinux"));
+  const CommandOutput missing =
+      run_command(kVmm + " serve --no-api --config-file /nonexistent/vm.json 2>&1");
+  EXPECT_EQ(missing.exit_status, 1);
+  EXPECT_THAT(missing.output, HasSubstr("/nonexistent/vm.json"));
 }
 
 TEST(CliErrors, AnApiSocketPathThatIsAFileIsRefusedBeforeAnythingStarts) {

@@ -1,4 +1,6 @@
-// The i8042 controller: the reset line behind `reboot=k`, and what Linux's driver probes.
+// The i8042 controller: the reset line behind `reboot=k`, what Linux's driver probes, and
+// its keyboard: the answers Linux's atkbd driver waits for, and ctrl-alt-del typed on it,
+// one IRQ 1 edge per byte.
 #include "vmm/devices/legacy/i8042.h"
 
 #include <gmock/gmock.h>
@@ -42,8 +44,30 @@ class I8042Test : public ::testing::Test {
     return got;
   }
 
+  // The bytes the keyboard has queued, read as Linux's interrupt handler does: one per
+  // rising edge of IRQ 1.
+  std::vector<uint8_t> keyboard_bytes() {
+    std::vector<uint8_t> got;
+    while (irq_) {
+      const int edges = rising_edges_;
+      got.push_back(in(kData));
+      if (irq_ && rising_edges_ == edges) {
+        ADD_FAILURE() << "IRQ 1 stayed high across a read: no edge for the next byte";
+        break;
+      }
+    }
+    EXPECT_EQ(in(kCommand)&kStatusObf, 0);
+    return got;
+  }
+
   int resets_ = 0;
-  I8042 i8042_{[this] { ++resets_; }};
+  bool irq_ = false;
+  int rising_edges_ = 0;
+  I8042 i8042_{[this] { ++resets_; },
+               [this](bool raised) {
+                 rising_edges_ += (raised && !irq_) ? 1 : 0;
+                 irq_ = raised;
+               }};
 };
 
 TEST_F(I8042Test, PulsingTheResetLineCallsOnReset) {
@@ -149,6 +173,75 @@ TEST_F(I8042Test, AnyOffsetAndSizeIsSafe) {
   std::array<uint8_t, 3> unused{};
   i8042_.read(1, unused);  // ports 0x61-0x63
   EXPECT_THAT(unused, ::testing::ElementsAre(0xff, 0xff, 0xff));
+}
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// What Linux's atkbd driver sends at probe (get ID, reset-and-disable, LEDs, repeat rate,
+// enable) is answered at once, each byte with an IRQ 1 edge: no probe runs into a timeout.
+TEST_F(I8042Test, TheKeyboardAnswersWhatAtkbdAsks) {
+  out(kData, 0xf2);  // get ID
+  EXPECT_THAT(keyboard_bytes(), ElementsAre(0xfa, 0xab, 0x83));
+  out(kData, 0xf5);  // reset and disable
+  EXPECT_THAT(keyboard_bytes(), ElementsAre(0xfa));
+  out(kData, 0xed);  // LEDs...
+  EXPECT_THAT(keyboard_bytes(), ElementsAre(0xfa));
+  out(kData, 0xf2);  // ...whose parameter is not a command, whatever its value
+  EXPECT_THAT(keyboard_bytes(), ElementsAre(0xfa));
+  out(kData, 0xf0);  // scan set: which one?
+  out(kData, 0x00);
+  EXPECT_THAT(keyboard_bytes(), ElementsAre(0xfa, 0xfa, 0x02));
+  out(kData, 0xff);  // reset
+  EXPECT_THAT(keyboard_bytes(), ElementsAre(0xfa, 0xaa));
+  out(kData, 0xee);  // echo
+  EXPECT_THAT(keyboard_bytes(), ElementsAre(0xee));
+  EXPECT_EQ(resets_, 0);
+}
+
+TEST_F(I8042Test, CtrlAltDelIsTypedAsScanCodeSet2MakeCodesOneEdgePerByte) {
+  ASSERT_TRUE(i8042_.send_ctrl_alt_del().has_value());
+  EXPECT_TRUE(irq_);
+  EXPECT_THAT(keyboard_bytes(), ElementsAre(0x14, 0x11, 0xe0, 0x71));
+  EXPECT_EQ(rising_edges_, 4);
+  EXPECT_FALSE(irq_);
+  EXPECT_EQ(resets_, 0) << "the guest reboots, not the controller";
+}
+
+TEST_F(I8042Test, ControllerAnswersRaiseNoInterrupt) {
+  EXPECT_THAT(command(0x20, {}, 1), ElementsAre(0x05));
+  EXPECT_THAT(command(0xaa, {}, 1), ElementsAre(0x55));
+  EXPECT_EQ(rising_edges_, 0);
+}
+
+TEST_F(I8042Test, CtrlAltDelIsRefusedWhenTheGuestDoesNotListen) {
+  command(0x60, {0x04}, 0);  // keyboard interrupt off
+  const auto off = i8042_.send_ctrl_alt_del();
+  ASSERT_FALSE(off.has_value());
+  EXPECT_THAT(off.error().message(), ::testing::HasSubstr("turned its keyboard off"));
+  command(0x60, {0x05 | 0x10}, 0);  // interrupt on, keyboard interface disabled
+  EXPECT_FALSE(i8042_.send_ctrl_alt_del().has_value());
+  EXPECT_EQ(in(kCommand)&kStatusObf, 0) << "nothing was typed";
+  EXPECT_EQ(rising_edges_, 0);
+  // Listening again: the keys are typed and delivered.
+  command(0x60, {0x05}, 0);
+  ASSERT_TRUE(i8042_.send_ctrl_alt_del().has_value());
+  EXPECT_THAT(keyboard_bytes(), ElementsAre(0x14, 0x11, 0xe0, 0x71));
+}
+
+TEST_F(I8042Test, KeysTheGuestDoesNotReadDoNotPileUp) {
+  for (size_t i = 0; i < I8042::kKeyboardQueueSize / 4; ++i) {
+    ASSERT_TRUE(i8042_.send_ctrl_alt_del().has_value()) << i;
+  }
+  const auto full = i8042_.send_ctrl_alt_del();
+  ASSERT_FALSE(full.has_value());
+  EXPECT_THAT(full.error().message(), ::testing::HasSubstr("has not read the keys"));
+  // A guest that writes to its keyboard and never reads is bounded too.
+  for (int i = 0; i < 1000; ++i) {
+    out(kData, 0xf2);
+  }
+  EXPECT_EQ(keyboard_bytes().size(), I8042::kKeyboardQueueSize);
+  EXPECT_THAT(keyboard_bytes(), IsEmpty());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "tests/support/result_matchers.h"
 #include "vmm/arch/x86_64/layout.h"
+#include "vmm/machine/config_parts.h"
 #include "vmm/machine/machine_config.h"
 #include "vmm/machine/virtio_devices.h"
 
@@ -75,6 +76,36 @@ TEST(MachineVirtioConfig, NetComesAfterVsockAndBeforeRngAndIsValidated) {
   ASSERT_FALSE(validate(config).has_value());
   config.net->tap = "a-name-much-too-long";
   ASSERT_FALSE(validate(config).has_value());
+}
+
+TEST(MachineVirtioConfig, TheRootDriveIsOnTheCommandLineAfterTheDevicesAndBeforeTheUsersWords) {
+  const std::string file = DSEC_SOURCE_DIR "/CMakeLists.txt";
+  MachineConfig config = config_with(false, "console=ttyS0 -- init-arg");
+  config.drives = {{.path = file, .read_only = false, .id = "data"},
+                   {.path = file, .read_only = true, .id = "rootfs", .is_root = true}};
+  EXPECT_EQ(guest_cmdline(config),
+            "virtio_mmio.device=4K@0xc0000000:5 virtio_mmio.device=4K@0xc0001000:6 "
+            "root=/dev/vdb ro console=ttyS0 -- init-arg");
+  config.drives[1].read_only = false;
+  config.drives[1].partuuid = "0eaa91a0-01";
+  EXPECT_THAT(guest_cmdline(config), HasSubstr(" root=PARTUUID=0eaa91a0-01 rw console=ttyS0"));
+  ASSERT_OK(validate(config));
+  config.drives[0].is_root = true;
+  const auto two = validate(config);
+  ASSERT_FALSE(two);
+  EXPECT_THAT(two.error().message(), HasSubstr("two root drives"));
+  config.drives[0].is_root = false;
+  config.drives[1].partuuid = "x root=/dev/vda";
+  const auto injected = validate(config);
+  ASSERT_FALSE(injected);
+  EXPECT_THAT(injected.error().message(), HasSubstr("is not a partition UUID"));
+}
+
+TEST(MachineVirtioConfig, DrivesAreNamedAsLinuxNamesVirtioDisks) {
+  EXPECT_EQ(guest_drive_name(0), "vda");
+  EXPECT_EQ(guest_drive_name(25), "vdz");
+  EXPECT_EQ(guest_drive_name(26), "vdaa");
+  EXPECT_EQ(guest_drive_name(27), "vdab");
 }
 
 }  // namespace

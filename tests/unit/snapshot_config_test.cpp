@@ -89,5 +89,42 @@ TEST(SnapshotConfig, ATapHandedInReplacesTheSnapshotsTapByNameAndItsAddress) {
   EXPECT_THAT(refused.error().message(), HasSubstr("the snapshot's VM has no network device"));
 }
 
+TEST(SnapshotConfig, AnOverrideNamesTheSnapshotsInterfaceByItsId) {
+  MachineConfig snapshot = full_config();
+  RestoreOverrides overrides;
+  overrides.net_tap = "tap9";
+  overrides.net_iface_id = "eth0";  // no id configured: the guest's name
+  ASSERT_OK(apply_overrides(snapshot, overrides));
+  snapshot.net->id = "net1";
+  const auto wrong = apply_overrides(snapshot, overrides);
+  ASSERT_FALSE(wrong);
+  EXPECT_THAT(wrong.error().message(),
+              HasSubstr("no network interface 'eth0': the snapshot's VM has 'net1'"));
+  overrides.net_iface_id = "net1";
+  ASSERT_OK_AND_ASSIGN(auto clone, apply_overrides(snapshot, overrides));
+  EXPECT_EQ(clone.net->tap, "tap9");
+}
+
+TEST(SnapshotConfig, TheRootDriveAndTheInterfacesIdSurviveASnapshot) {
+  MachineConfig c = full_config();
+  c.drives[0].is_root = true;
+  c.drives[0].partuuid = "0eaa91a0-01";
+  c.net->id = "net1";
+  ASSERT_OK_AND_ASSIGN(auto back, snapshot_config_from_json(snapshot_config_to_json(c)));
+  EXPECT_EQ(back.drives, c.drives);
+  EXPECT_EQ(back.net, c.net);
+}
+
+TEST(SnapshotConfig, RateLimitersSurviveASnapshot) {
+  MachineConfig c = full_config();
+  c.drives[0].rate_limiter.ops =
+      devices::TokenBucketConfig{.size = 100, .one_time_burst = 7, .refill_time_ms = 1000};
+  c.net->rx_rate_limiter.bandwidth =
+      devices::TokenBucketConfig{.size = 1 << 20, .one_time_burst = 0, .refill_time_ms = 100};
+  ASSERT_OK_AND_ASSIGN(auto back, snapshot_config_from_json(snapshot_config_to_json(c)));
+  EXPECT_EQ(back.drives, c.drives);
+  EXPECT_EQ(back.net, c.net);
+}
+
 }  // namespace
 }  // namespace dsec::machine

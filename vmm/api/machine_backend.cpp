@@ -65,16 +65,19 @@ Status MachineBackend::create_snapshot(const SnapshotCreateRequest& request) {
   return ok();
 }
 
-Status MachineBackend::load_snapshot(const SnapshotLoadRequest& request) {
-  {
-    const std::lock_guard lock(mutex_);
-    if (vm_ != nullptr) {
-      return fail("this VMM already has a VM");
-    }
-    if (stopping_) {
-      return fail("the VMM is stopping");
-    }
+Status MachineBackend::check_fresh() const {
+  const std::lock_guard lock(mutex_);
+  if (vm_ != nullptr) {
+    return fail("this VMM already has a VM");
   }
+  if (stopping_) {
+    return fail("the VMM is stopping");
+  }
+  return ok();
+}
+
+Status MachineBackend::load_snapshot(const SnapshotLoadRequest& request) {
+  DSEC_TRY(check_fresh());
   const auto overrides = DSEC_TRY(restore_overrides(request));
   auto vm = machine::Machine::restore(request.snapshot_path, request.mem_file_path, overrides,
                                       settings_.host, /*paused=*/!request.resume_vm);
@@ -84,28 +87,83 @@ Status MachineBackend::load_snapshot(const SnapshotLoadRequest& request) {
   if (auto started = (*vm)->start(); !started) {
     return std::unexpected(started.error().with_context("snapshot load: starting the VM"));
   }
-  machine::Machine* loaded = vm->get();
+  machine::Machine& loaded = **vm;
+  DSEC_TRY(adopt(std::move(*vm), /*clone=*/true, "snapshot load"));
+  spdlog::info("api: snapshot {} loaded ({})", request.snapshot_path,
+               request.resume_vm ? "running" : "paused");
+  return request.resume_vm ? sync_clone_once(loaded) : ok();
+}
+
+Status MachineBackend::boot(const machine::MachineConfig& guest) {
+  DSEC_TRY(check_fresh());
+  machine::MachineConfig config = guest;
+  machine::take_host_settings(config, settings_.host);
+  auto vm = machine::Machine::create(config);
+  if (!vm) {
+    return std::unexpected(vm.error().with_context("InstanceStart"));
+  }
+  if (auto started = (*vm)->start(); !started) {
+    return std::unexpected(started.error().with_context("InstanceStart: starting the VM"));
+  }
+  DSEC_TRY(adopt(std::move(*vm), /*clone=*/false, "InstanceStart"));
+  spdlog::info("api: the VM started ({} vCPUs, {} MiB)", config.vcpus, config.memory_mib);
+  return ok();
+}
+
+Status MachineBackend::adopt(std::unique_ptr<machine::Machine> vm, bool clone, const char* what) {
+  machine::Machine* started = vm.get();
   bool stopping = false;
   {
     const std::lock_guard lock(mutex_);
-    owned_ = std::move(*vm);
-    vm_ = loaded;
-    clone_unsynced_ = true;
+    owned_ = std::move(vm);
+    vm_ = started;
+    clone_unsynced_ = clone;
     stopping = stopping_;
   }
   changed_.notify_all();
-  // The load was this thread's set-up; from here on it serves a running guest's VMM under
-  // the API role's filter.
-  if (auto filtered = loaded->install_thread_filter(seccomp::Role::kApi); !filtered) {
-    return std::unexpected(filtered.error().with_context("snapshot load"));
+  // Building the VM was this thread's set-up; from here on it serves a running guest's VMM
+  // under the API role's filter.
+  if (auto filtered = started->install_thread_filter(seccomp::Role::kApi); !filtered) {
+    return std::unexpected(filtered.error().with_context(what));
   }
   if (stopping) {
-    loaded->stop("the VMM is stopping");
+    started->stop("the VMM is stopping");
     return fail("the VMM is stopping");
   }
-  spdlog::info("api: snapshot {} loaded ({})", request.snapshot_path,
-               request.resume_vm ? "running" : "paused");
-  return request.resume_vm ? sync_clone_once(*loaded) : ok();
+  return ok();
+}
+
+Status MachineBackend::send_ctrl_alt_del() {
+  auto* vm = this->vm();
+  if (vm == nullptr) {
+    return fail("there is no VM");
+  }
+  return vm->send_ctrl_alt_del();
+}
+
+Status MachineBackend::set_drive_rate_limiter(size_t index,
+                                              const devices::RateLimiterConfig& limiter) {
+  auto* vm = this->vm();
+  if (vm == nullptr) {
+    return fail("there is no VM");
+  }
+  return vm->set_drive_rate_limiter(index, limiter);
+}
+
+Status MachineBackend::set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                                             const devices::RateLimiterConfig& tx) {
+  auto* vm = this->vm();
+  if (vm == nullptr) {
+    return fail("there is no VM");
+  }
+  return vm->set_net_rate_limiters(rx, tx);
+}
+
+Status MachineBackend::configure_logger(const LoggerRequest& request) {
+  if (!settings_.configure_logger) {
+    return fail("this VMM's log cannot be configured through its API");
+  }
+  return settings_.configure_logger(request);
 }
 
 Status MachineBackend::sync_clone_once(machine::Machine& vm) {

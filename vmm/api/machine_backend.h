@@ -1,12 +1,13 @@
 // The API's backend over machine::Machine: either the VM a command booted or restored
 // (`run --api-sock`, `restore --api-sock`), or, on a fresh VMM (`serve --api-sock`), the
-// one PUT /snapshot/load restores and starts.
+// one InstanceStart boots or PUT /snapshot/load restores, and starts.
 //
 // Its calls come from the API thread; wait_for_vm() and stop_waiting() from others.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,16 +19,18 @@ namespace dsec::api {
 
 class MachineBackend final : public VmBackend {
  public:
-  // What a load needs that a snapshot does not keep.
+  // What a boot or a load needs that the API does not give.
   struct LoadSettings {
-    machine::MachineConfig host;  // console fds, KVM device, process start
+    machine::MachineConfig host;  // console fds, KVM device, process start, seccomp
     // How long a resumed clone's agent has to take its entropy and clock.
     std::chrono::milliseconds agent_timeout{30000};
+    // Sends the VMM's log where PUT /logger says; empty: the log cannot be configured.
+    std::function<Status(const LoggerRequest&)> configure_logger;
   };
 
   // The VM exists and runs; `vm` must outlive this object. A load is refused.
   explicit MachineBackend(machine::Machine& vm);
-  // A fresh VMM: load_snapshot() builds the VM, which this object then owns.
+  // A fresh VMM: boot() or load_snapshot() builds the VM, which this object then owns.
   explicit MachineBackend(LoadSettings settings);
   MachineBackend(const MachineBackend&) = delete;
   MachineBackend& operator=(const MachineBackend&) = delete;
@@ -39,11 +42,19 @@ class MachineBackend final : public VmBackend {
   Status resume() override;
   Status create_snapshot(const SnapshotCreateRequest& request) override;
   Status load_snapshot(const SnapshotLoadRequest& request) override;
+  Status boot(const machine::MachineConfig& guest) override;
+  Status send_ctrl_alt_del() override;
+  Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter) override;
+  Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                               const devices::RateLimiterConfig& tx) override;
+  Status configure_logger(const LoggerRequest& request) override;
 
-  // Blocks until a load has started a VM (returned) or stop() was called first (nullptr).
+  // Blocks until a boot or a load has started a VM (returned) or stop() was called first
+  // (nullptr).
   machine::Machine* wait_for_vm();
   // The VMM is stopping (a signal): stops the VM if there is one, makes wait_for_vm()
-  // return, and refuses a load from now on (a load under way stops its VM once started).
+  // return, and refuses a boot or load from now on (one under way stops its VM once
+  // started).
   void stop(const std::string& why);
   // The VM, or nullptr; any thread.
   machine::Machine* vm() const;
@@ -51,6 +62,11 @@ class MachineBackend final : public VmBackend {
   bool clone_sync_failed() const;
 
  private:
+  // Refuses a boot or load on a VMM that has a VM or is stopping.
+  Status check_fresh() const;
+  // Takes the VM a boot or load built and started (`what` names which); a `clone` is synced
+  // the first time it runs. From here on the calling (API) thread runs under its filter.
+  Status adopt(std::unique_ptr<machine::Machine> vm, bool clone, const char* what);
   // A loaded clone is synced the first time it runs (at the load, or at its first resume).
   Status sync_clone_once(machine::Machine& vm);
 

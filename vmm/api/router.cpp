@@ -51,6 +51,19 @@ void Router::add(Method method, std::string_view pattern, Handler handler) {
   routes_.push_back({method, std::move(segments), std::move(handler)});
 }
 
+std::vector<Router::RouteName> Router::routes() const {
+  std::vector<RouteName> names;
+  names.reserve(routes_.size());
+  for (const auto& r : routes_) {
+    std::string pattern;
+    for (const auto& segment : r.segments) {
+      pattern += "/" + segment;
+    }
+    names.push_back({r.method, pattern.empty() ? "/" : pattern});
+  }
+  return names;
+}
+
 HttpResponse Router::route(const HttpRequest& request) const {
   // A path is exact: "//vm" or "/vm/" is another path than "/vm", as in Firecracker.
   if (request.path.empty() || request.path.front() != '/' ||

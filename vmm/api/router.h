@@ -24,6 +24,15 @@ class Router {
   void add(Method method, std::string_view pattern, Handler handler);
   HttpResponse route(const HttpRequest& request) const;
 
+  // A route as it was added: its method and its pattern ("/drives/{drive_id}").
+  struct RouteName {
+    Method method;
+    std::string pattern;
+    bool operator==(const RouteName&) const = default;
+  };
+  // Every route, in the order added (the API's description is checked against it).
+  std::vector<RouteName> routes() const;
+
  private:
   struct Route {
     Method method;

@@ -1,5 +1,6 @@
 #include "vmm/api/vm_api.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "vmm/api/vm_config_json.h"
@@ -27,32 +28,58 @@ const char* state_name(InstanceState state) {
   return "Not started";
 }
 
-// 204 when `done` succeeded, else 400 with its message.
-HttpResponse answer(const char* request, const Status& done) {
-  if (!done) {
-    spdlog::warn("api: {} refused: {}", request, done.error().message());
-    return HttpResponse::fault(done.error().message());
-  }
-  return HttpResponse::no_content();
-}
-
-constexpr const char* kNoVm = "there is no VM yet: load a snapshot first (PUT /snapshot/load)";
-
 }  // namespace
 
 VmApi::VmApi(VmBackend& backend, std::string instance_id)
     : backend_(backend), instance_id_(std::move(instance_id)) {
-  using Args = std::vector<std::string>;
   router_.add(Method::kGet, "/",
               [this](const HttpRequest&, const Args&) { return instance_info(); });
+  router_.add(Method::kGet, "/version", [](const HttpRequest&, const Args&) {
+    return HttpResponse::json({{"firecracker_version", kVmmVersion}});
+  });
   router_.add(Method::kGet, "/vm/config",
               [this](const HttpRequest&, const Args&) { return vm_config(); });
-  router_.add(Method::kPatch, "/vm",
-              [this](const HttpRequest& r, const Args&) { return patch_vm(r); });
-  router_.add(Method::kPut, "/snapshot/create",
-              [this](const HttpRequest& r, const Args&) { return create_snapshot(r); });
-  router_.add(Method::kPut, "/snapshot/load",
-              [this](const HttpRequest& r, const Args&) { return load_snapshot(r); });
+  router_.add(Method::kGet, "/machine-config",
+              [this](const HttpRequest&, const Args&) { return machine_config(); });
+  add_work_route(Method::kPatch, "/vm",
+                 [this](std::string_view body, const Args&) { return patch_vm(body); });
+  add_work_route(Method::kPut, "/snapshot/create",
+                 [this](std::string_view body, const Args&) { return create_snapshot(body); });
+  add_work_route(Method::kPut, "/snapshot/load",
+                 [this](std::string_view body, const Args&) { return load_snapshot(body); });
+  add_preboot_routes();
+}
+
+void VmApi::add_work_route(Method method, std::string_view pattern, Work work) {
+  router_.add(method, pattern,
+              [work = std::move(work)](const HttpRequest& request, const Args& args) {
+                const Status done = work(request.body, args);
+                if (!done) {
+                  spdlog::warn("api: {} {} refused: {}", request.method_text, request.path,
+                               done.error().message());
+                  return HttpResponse::fault(done.error().message());
+                }
+                return HttpResponse::no_content();
+              });
+}
+
+Status VmApi::before_start(std::string_view request) const {
+  if (backend_.state() != InstanceState::kNotStarted) {
+    return fail(fmt::format(
+        "{} is not supported after the VM started: its configuration is fixed once it runs "
+        "(start a fresh VMM, dsec-vmm serve, for another)",
+        request));
+  }
+  return ok();
+}
+
+Status VmApi::with_vm() const {
+  if (backend_.state() == InstanceState::kNotStarted) {
+    return fail(
+        "there is no VM yet: start one (PUT /actions {\"action_type\": \"InstanceStart\"}) or "
+        "load a snapshot (PUT /snapshot/load) first");
+  }
+  return ok();
 }
 
 HttpResponse VmApi::instance_info() const {
@@ -64,53 +91,45 @@ HttpResponse VmApi::instance_info() const {
 
 HttpResponse VmApi::vm_config() const {
   const auto config = backend_.config();
-  if (!config) {
-    return HttpResponse::fault(kNoVm);
-  }
-  return HttpResponse::json(vm_config_json(*config));
+  return HttpResponse::json(vm_config_json(config ? *config : preboot_.config()));
 }
 
-HttpResponse VmApi::patch_vm(const HttpRequest& request) {
-  const auto change = parse_vm_state(request.body);
-  if (!change) {
-    return answer("PATCH /vm", std::unexpected(change.error()));
-  }
-  if (backend_.state() == InstanceState::kNotStarted) {
-    return answer("PATCH /vm", fail(kNoVm));
-  }
-  return answer("PATCH /vm",
-                *change == VmStateChange::kPause ? backend_.pause() : backend_.resume());
+HttpResponse VmApi::machine_config() const {
+  const auto config = backend_.config();
+  return HttpResponse::json(machine_config_json(config ? *config : preboot_.config()));
 }
 
-HttpResponse VmApi::create_snapshot(const HttpRequest& request) {
-  const auto create = parse_snapshot_create(request.body);
-  if (!create) {
-    return answer("PUT /snapshot/create", std::unexpected(create.error()));
-  }
-  switch (backend_.state()) {
-    case InstanceState::kNotStarted:
-      return answer("PUT /snapshot/create", fail(kNoVm));
-    case InstanceState::kRunning:
-      return answer("PUT /snapshot/create",
-                    fail("cannot create a snapshot while running: pause the VM first (PATCH /vm "
-                         "{\"state\": \"Paused\"})"));
-    case InstanceState::kPaused:
-      break;
-  }
-  return answer("PUT /snapshot/create", backend_.create_snapshot(*create));
+Status VmApi::patch_vm(std::string_view body) {
+  const auto change = DSEC_TRY(parse_vm_state(body));
+  DSEC_TRY(with_vm());
+  return change == VmStateChange::kPause ? backend_.pause() : backend_.resume();
 }
 
-HttpResponse VmApi::load_snapshot(const HttpRequest& request) {
-  const auto load = parse_snapshot_load(request.body);
-  if (!load) {
-    return answer("PUT /snapshot/load", std::unexpected(load.error()));
+Status VmApi::create_snapshot(std::string_view body) {
+  const auto create = DSEC_TRY(parse_snapshot_create(body));
+  DSEC_TRY(with_vm());
+  if (backend_.state() == InstanceState::kRunning) {
+    return fail(
+        "cannot create a snapshot while running: pause the VM first (PATCH /vm {\"state\": "
+        "\"Paused\"})");
   }
+  return backend_.create_snapshot(create);
+}
+
+Status VmApi::load_snapshot(std::string_view body) {
+  const auto load = DSEC_TRY(parse_snapshot_load(body));
   if (backend_.state() != InstanceState::kNotStarted) {
-    return answer("PUT /snapshot/load",
-                  fail("cannot load a snapshot: this VMM already has a VM (booted or loaded); "
-                       "start a fresh one (dsec-vmm serve --api-sock PATH) for each load"));
+    return fail(
+        "cannot load a snapshot: this VMM already has a VM (booted or loaded); start a fresh "
+        "one (dsec-vmm serve --api-sock PATH) for each load");
   }
-  return answer("PUT /snapshot/load", backend_.load_snapshot(*load));
+  if (preboot_.configures_a_boot()) {
+    return fail(
+        "cannot load a snapshot: this VMM was configured for a boot (boot source, machine "
+        "configuration or devices); start a fresh one (dsec-vmm serve --api-sock PATH) for the "
+        "load");
+  }
+  return backend_.load_snapshot(load);
 }
 
 }  // namespace dsec::api

@@ -1,18 +1,26 @@
-// The VM's API endpoints, with Firecracker's paths and bodies, and the order rules between
-// them:
-//   GET  /                 instance info (id, state, vmm_version, app_name)
-//   GET  /vm/config        the VM's configuration
-//   PATCH /vm              {"state": "Paused" | "Resumed"}: only with a VM
-//   PUT  /snapshot/create  only while the VM is paused
-//   PUT  /snapshot/load    only on a fresh VMM (no VM booted or loaded)
-// Every refusal is 400 with a fault_message; success is 204, or 200 with JSON for a GET.
-// More routes (Firecracker's pre-boot /boot-source, /machine-config, /drives/{id}, ...)
-// go on the same router.
+// The VM's API endpoints, with Firecracker's paths and bodies, and Firecracker's order
+// rules between them (docs/api.md):
+//   GET  /, /version, /vm/config, /machine-config           always
+//   PUT  /boot-source, /machine-config, /drives/{id},
+//        /network-interfaces/{id}, /vsock, /entropy, /logger,
+//   PATCH /machine-config                                   before the VM starts only
+//   PUT  /actions InstanceStart                             before: boots the configured VM
+//   PUT  /snapshot/load                                     on a fresh VMM only: no VM, and
+//                                                           nothing configured for a boot
+//   PATCH /vm, PUT /actions SendCtrlAltDel,
+//   PATCH /drives/{id}, /network-interfaces/{id}            with a VM only
+//   PUT  /snapshot/create                                   only while the VM is paused
+// A body is checked before the order rules; every refusal is 400 with a fault_message;
+// success is 204, or 200 with JSON for a GET.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "vmm/api/http_message.h"
+#include "vmm/api/preboot_config.h"
 #include "vmm/api/router.h"
 #include "vmm/api/vm_backend.h"
 
@@ -29,16 +37,40 @@ class VmApi {
   VmApi& operator=(const VmApi&) = delete;
 
   HttpResponse handle(const HttpRequest& request) const { return router_.route(request); }
+  // The method and path pattern of every endpoint handle() serves.
+  std::vector<Router::RouteName> routes() const { return router_.routes(); }
 
  private:
+  using Args = std::vector<std::string>;
+  // A request that changes something: `work` gets its body (and the path's ids) and says
+  // whether it was done; 204, or 400 with its message.
+  using Work = std::function<Status(std::string_view body, const Args& args)>;
+  void add_work_route(Method method, std::string_view pattern, Work work);
+
+  // vm_api.cpp: the instance, its state and its snapshots.
   HttpResponse instance_info() const;
   HttpResponse vm_config() const;
-  HttpResponse patch_vm(const HttpRequest& request);
-  HttpResponse create_snapshot(const HttpRequest& request);
-  HttpResponse load_snapshot(const HttpRequest& request);
+  HttpResponse machine_config() const;
+  Status patch_vm(std::string_view body);
+  Status create_snapshot(std::string_view body);
+  Status load_snapshot(std::string_view body);
+
+  // vm_api_preboot.cpp: Firecracker's pre-boot configuration and the actions.
+  void add_preboot_routes();
+  Status act(std::string_view body);
+  // PATCH /drives/{id}, /network-interfaces/{id}: a running VM's rate limiters.
+  Status patch_drive(std::string_view body, const std::string& drive_id);
+  Status patch_network_interface(std::string_view body, const std::string& iface_id);
+  // The VM's configuration; an error unless there is a VM.
+  Result<machine::MachineConfig> running_vm_config() const;
+  // An error unless there is no VM yet: `request` (as "PUT /vsock") is pre-boot only.
+  Status before_start(std::string_view request) const;
+  // An error unless there is a VM.
+  Status with_vm() const;
 
   VmBackend& backend_;
   std::string instance_id_;
+  PrebootConfig preboot_;
   Router router_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "vmm/api/preboot_requests.h"
 #include "vmm/api/vm_requests.h"
 #include "vmm/common/error.h"
 #include "vmm/machine/machine_config.h"
@@ -29,6 +30,21 @@ class VmBackend {
   virtual Status create_snapshot(const SnapshotCreateRequest& request) = 0;
   // Called only on a VMM without a VM (kNotStarted).
   virtual Status load_snapshot(const SnapshotLoadRequest& request) = 0;
+  // Called only on a VMM without a VM: builds the VM `guest` describes (the host's
+  // settings, console and seccomp, are the backend's) and starts it (InstanceStart).
+  virtual Status boot(const machine::MachineConfig& guest) = 0;
+  // Called only while the VM runs or is paused: asks the guest to shut down, as a
+  // ctrl-alt-del on its keyboard does.
+  virtual Status send_ctrl_alt_del() = 0;
+  // Called only while the VM runs or is paused: drive `index` of config().drives, or the
+  // network interface, limited by the rate limiters given from now on (PATCH
+  // /drives/{id}, /network-interfaces/{id}); config() shows them.
+  virtual Status set_drive_rate_limiter(size_t index,
+                                        const devices::RateLimiterConfig& limiter) = 0;
+  virtual Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                                       const devices::RateLimiterConfig& tx) = 0;
+  // The VMM's own log (PUT /logger); called only before there is a VM.
+  virtual Status configure_logger(const LoggerRequest& request) = 0;
 };
 
 }  // namespace dsec::api

@@ -2,11 +2,29 @@
 
 #include <string>
 
-#include "vmm/api/vm_requests.h"
+#include "vmm/devices/rate_limiter_json.h"
+#include "vmm/machine/config_parts.h"
 
 namespace dsec::api {
 
 using nlohmann::json;
+
+namespace {
+
+// Firecracker's shape: null for a device without a limit.
+json rate_limiter_or_null(const devices::RateLimiterConfig& limiter) {
+  return limiter == devices::RateLimiterConfig{} ? json(nullptr)
+                                                 : devices::rate_limiter_json(limiter);
+}
+
+}  // namespace
+
+json machine_config_json(const machine::MachineConfig& config) {
+  return {{"vcpu_count", config.vcpus},
+          {"mem_size_mib", config.memory_mib},
+          {"smt", false},
+          {"track_dirty_pages", false}};
+}
 
 json vm_config_json(const machine::MachineConfig& config) {
   json boot_source = nullptr;
@@ -19,29 +37,27 @@ json vm_config_json(const machine::MachineConfig& config) {
   json drives = json::array();
   for (size_t i = 0; i < config.drives.size(); ++i) {
     const auto& d = config.drives[i];
-    // Drives are /dev/vda, vdb, ... in the guest, in order (virtio_devices.h).
-    const std::string guest_name =
-        i < 26 ? "vd" + std::string(1, static_cast<char>('a' + i)) : "drive" + std::to_string(i);
-    drives.push_back({{"drive_id", d.id.empty() ? guest_name : d.id},
+    drives.push_back({{"drive_id", d.id.empty() ? machine::guest_drive_name(i) : d.id},
                       {"path_on_host", d.path},
-                      {"is_read_only", d.read_only}});
+                      {"is_root_device", d.is_root},
+                      {"partuuid", d.partuuid.empty() ? json(nullptr) : json(d.partuuid)},
+                      {"is_read_only", d.read_only},
+                      {"rate_limiter", rate_limiter_or_null(d.rate_limiter)}});
   }
   json nets = json::array();
   if (config.net) {
-    nets.push_back({{"iface_id", kNetIfaceId},
+    nets.push_back({{"iface_id", config.net->iface_id()},
                     {"host_dev_name", config.net->tap},
                     {"guest_mac", config.net->mac.empty() ? machine::NetConfig::kDefaultGuestMac
-                                                          : config.net->mac}});
+                                                          : config.net->mac},
+                    {"rx_rate_limiter", rate_limiter_or_null(config.net->rx_rate_limiter)},
+                    {"tx_rate_limiter", rate_limiter_or_null(config.net->tx_rate_limiter)}});
   }
   json vsock = nullptr;
   if (config.vsock) {
     vsock = {{"guest_cid", config.vsock->guest_cid}, {"uds_path", config.vsock->uds_path}};
   }
-  return {{"machine-config",
-           {{"vcpu_count", config.vcpus},
-            {"mem_size_mib", config.memory_mib},
-            {"smt", false},
-            {"track_dirty_pages", false}}},
+  return {{"machine-config", machine_config_json(config)},
           {"boot-source", boot_source},
           {"drives", drives},
           {"network-interfaces", nets},

@@ -8,6 +8,9 @@
 
 namespace dsec::api {
 
+// GET /machine-config: {"vcpu_count", "mem_size_mib", "smt", "track_dirty_pages"}.
+nlohmann::json machine_config_json(const machine::MachineConfig& config);
+
 // boot-source is null for a VM restored from a snapshot (a snapshot keeps no kernel). A
 // drive's id is its configured id, else the guest's name for it (vda, vdb, ...).
 nlohmann::json vm_config_json(const machine::MachineConfig& config);

@@ -112,16 +112,11 @@ Result<machine::RestoreOverrides> restore_overrides(const SnapshotLoadRequest& r
   machine::RestoreOverrides overrides;
   overrides.vsock_uds_path = request.vsock_uds_path;
   if (request.network_overrides.size() > 1) {
-    return fail(fmt::format("{} network_overrides: a VM has at most one network interface ('{}')",
-                            request.network_overrides.size(), kNetIfaceId));
+    return fail(fmt::format("{} network_overrides: a VM has at most one network interface",
+                            request.network_overrides.size()));
   }
   for (const auto& o : request.network_overrides) {
-    if (o.iface_id != kNetIfaceId) {
-      return fail(
-          fmt::format("network_overrides: no interface '{}': the VM's network interface "
-                      "is '{}'",
-                      o.iface_id, kNetIfaceId));
-    }
+    overrides.net_iface_id = o.iface_id;
     overrides.net_tap = o.host_dev_name;
   }
   return overrides;

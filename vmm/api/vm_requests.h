@@ -46,12 +46,8 @@ struct SnapshotLoadRequest {
 };
 Result<SnapshotLoadRequest> parse_snapshot_load(std::string_view body);
 
-// The id GET /vm/config gives the VM's one network interface, and the one
-// network_overrides may name: the guest's name for it.
-inline constexpr const char* kNetIfaceId = "eth0";
-
 // A load's overrides as a restore takes them: the vsock socket, and the TAP of the one
-// network interface (an iface_id other than kNetIfaceId is refused).
+// network interface (the restore refuses an iface_id other than the snapshot's).
 Result<machine::RestoreOverrides> restore_overrides(const SnapshotLoadRequest& request);
 
 }  // namespace dsec::api

@@ -1,7 +1,6 @@
 // dsec-vmm: parses the command line and runs the chosen subcommand.
 #include <pthread.h>
 #include <spdlog/cfg/env.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -12,6 +11,7 @@
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
+#include "vmm/cli/log_output.h"
 
 namespace {
 
@@ -37,8 +37,7 @@ int main(int argc, char** argv) try {
   const auto process_start = std::chrono::steady_clock::now();
   // The VMM's log goes to stderr: stdout carries the guest's console (spdlog's default
   // logger would write to stdout, mixing the two).
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  spdlog::set_default_logger(dsec::cli::make_vmm_logger());
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows the start-up phases
   limit_thread_stacks();
   // A closed pipe or socket (the console's reader gone, an exec's client) is an error the

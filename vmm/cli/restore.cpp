@@ -197,7 +197,8 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
   add_api_options(*restore, options->api,
                   "served once the clone's agent took its entropy and clock: PATCH /vm pauses "
                   "and resumes it, PUT /snapshot/create snapshots it while paused (a snapshot "
-                  "of a clone restores like any other)");
+                  "of a clone restores like any other), PUT /actions SendCtrlAltDel asks it to "
+                  "reboot");
   add_jail_options(*restore, options->jail);
   restore->callback([&action, options, process_start] {
     action = [options, process_start] { return restore_main(*options, process_start); };

@@ -125,7 +125,8 @@ void add_run_command(CLI::App& app, CommandAction& action,
       ->capture_default_str();
   add_api_options(*run, options->api,
                   "PATCH /vm pauses and resumes the guest, PUT /snapshot/create writes a "
-                  "snapshot of it while paused (dsec-vmm snapshot is a client)");
+                  "snapshot of it while paused (dsec-vmm snapshot is a client), PUT /actions "
+                  "SendCtrlAltDel asks it to reboot");
   add_jail_options(*run, options->jail);
   run->callback([&action, options, process_start] {
     action = [options, process_start] { return run_main(*options, process_start); };

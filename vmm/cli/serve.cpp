@@ -1,6 +1,8 @@
-// `dsec-vmm serve --api-sock PATH`: a fresh VMM with no VM, waiting on its API socket for
-// PUT /snapshot/load (Firecracker's way of starting a clone); it then runs that VM to its
-// end, as `dsec-vmm restore` does.
+// `dsec-vmm serve`: a fresh VMM, as Firecracker starts one. With --api-sock it waits on
+// its API for a boot (its configuration, then PUT /actions InstanceStart) or a snapshot
+// load (PUT /snapshot/load, Firecracker's way of starting a clone), and then runs that VM
+// to its end, as `dsec-vmm run` or `restore` does. With --config-file it boots the VM the
+// file describes at once, serving the API (if any) for that running VM.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -9,8 +11,10 @@
 #include <cstdio>
 
 #include "vmm/api/api_service.h"
+#include "vmm/api/config_file.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
+#include "vmm/cli/log_output.h"
 #include "vmm/cli/seccomp_option.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/io/signal_watcher.h"
@@ -22,27 +26,73 @@ using Clock = std::chrono::steady_clock;
 
 struct ServeCommandOptions {
   ApiOptions api;
+  bool no_api = false;
+  std::string config_file;
   ConsoleOptions console;
   double agent_timeout_s = 30;
   seccomp::Mode seccomp = seccomp::Mode::kOn;
 };
 
+// What the host decides of any VM this VMM runs: its console (--console and its limit,
+// already opened into `host`), the process start and the seccomp policy.
+Status host_settings(const ServeCommandOptions& options, machine::MachineConfig& host,
+                     Clock::time_point process_start) {
+  host.process_start = process_start;
+  host.seccomp = DSEC_TRY(seccomp::policy_for(options.seccomp));
+  return ok();
+}
+
+// --config-file: the file's VM, its logger configured first.
+Result<machine::MachineConfig> config_file_vm(const std::string& path) {
+  const auto file = DSEC_TRY(api::read_config_file(path));
+  if (const auto& logger = file.logger; logger.has_value()) {
+    if (auto logged = configure_log(*logger); !logged) {
+      return std::unexpected(logged.error().with_context("--config-file " + path + ": logger"));
+    }
+  }
+  return file.preboot.boot_config();
+}
+
+// --config-file: the file's VM, booted at once and run to its end as `run` does.
+int boot_config_file(const ServeCommandOptions& options, const machine::MachineConfig& host,
+                     Clock::time_point process_start) {
+  auto config = config_file_vm(options.config_file);
+  if (!config) {
+    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", config.error().message().c_str());
+    return 1;
+  }
+  machine::take_host_settings(*config, host);
+  return serve_vm([&config] { return machine::Machine::create(*config); },
+                  {.command = "serve",
+                   .metrics_file = {},
+                   .before_start = {},
+                   .after_start = {},
+                   .api = options.no_api ? ApiOptions{} : options.api},
+                  process_start);
+}
+
 int serve_main(const ServeCommandOptions& options, Clock::time_point process_start) {
+  if (options.api.socket.empty() && !options.no_api) {
+    (void)std::fprintf(stderr,
+                       "dsec-vmm serve: give --api-sock PATH, or --no-api with --config-file\n");
+    return 1;
+  }
+  machine::MachineConfig host;
+  auto console = open_console(options.console, host, true);
+  const Status settled =
+      console ? host_settings(options, host, process_start) : std::unexpected(console.error());
+  if (!settled) {
+    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", settled.error().message().c_str());
+    return 1;
+  }
+  if (!options.config_file.empty()) {
+    return boot_config_file(options, host, process_start);
+  }
   api::MachineBackend::LoadSettings settings;
-  settings.host.process_start = process_start;
-  auto console = open_console(options.console, settings.host, true);
-  if (!console) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", console.error().message().c_str());
-    return 1;
-  }
-  auto seccomp = seccomp::policy_for(options.seccomp);
-  if (!seccomp) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", seccomp.error().message().c_str());
-    return 1;
-  }
-  settings.host.seccomp = *seccomp;
+  settings.host = host;
   settings.agent_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options.agent_timeout_s * 1000));
+  settings.configure_logger = configure_log;
 
   // Before any thread, as serve_vm does: only the watcher sees these.
   io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
@@ -79,7 +129,7 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", watcher.error().message().c_str());
     return 3;
   }
-  // Every thread of this VMM is started (the VM's come from the API thread's load).
+  // Every thread of this VMM is started (the VM's come from the API thread's boot or load).
   if (auto filtered = policy.apply(seccomp::Role::kMain); !filtered) {
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", filtered.error().message().c_str());
     backend.stop("the main thread: " + filtered.error().message());
@@ -87,7 +137,7 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
   }
   machine::Machine* vm = backend.wait_for_vm();
   if (vm == nullptr) {
-    spdlog::info("serve: stopped before a snapshot was loaded");
+    spdlog::info("serve: stopped before a VM was started or loaded");
     return 0;
   }
   const machine::VmExit exit = vm->wait();
@@ -104,20 +154,38 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
 void add_serve_command(CLI::App& app, CommandAction& action, Clock::time_point process_start) {
   auto options = std::make_shared<ServeCommandOptions>();
   CLI::App* serve = app.add_subcommand(
-      "serve", "Start a fresh VMM that waits on its API socket for a snapshot to load");
+      "serve",
+      "Start a fresh VMM, as Firecracker does: configured and started through its API socket, "
+      "loaded from a snapshot through it, or booted from a --config-file");
   serve->footer(
-      "The VMM has no VM until PUT /snapshot/load (docs/api.md) restores one: a copy-on-write "
-      "clone, as dsec-vmm restore makes, with the load's vsock_override and network_overrides. "
-      "With resume_vm it runs at once, else it waits paused for PATCH /vm Resumed; before it "
-      "first runs its agent gets fresh entropy and the host's clock (a clone whose agent does "
-      "not answer in --agent-timeout is stopped). The VMM then runs that VM to its end and "
-      "exits with run's statuses (3 also when the agent did not answer); a second load is "
-      "refused. SIGINT/SIGTERM end it, with or without a VM (status 0).");
-  serve->add_option("--api-sock", options->api.socket, "The API's Unix socket (created here)")
-      ->required();
+      "With --api-sock and no --config-file the VMM has no VM until its API (Firecracker's "
+      "paths and JSON, docs/api.md) gives it one: either a boot, configured with PUT "
+      "/boot-source, /machine-config, /drives/{id}, /network-interfaces/{id}, /vsock, "
+      "/entropy and /logger and started with PUT /actions InstanceStart; or a snapshot, "
+      "restored by PUT /snapshot/load as a copy-on-write clone like dsec-vmm restore makes, "
+      "with the load's vsock_override and network_overrides (with resume_vm it runs at once, "
+      "else it waits paused for PATCH /vm Resumed; before it first runs its agent gets fresh "
+      "entropy and the host's clock, and a clone whose agent does not answer in "
+      "--agent-timeout is stopped). A load is refused once a boot was configured. With "
+      "--config-file, Firecracker's JSON configuration (boot-source, drives, machine-config, "
+      "network-interfaces, vsock, entropy, logger) boots at once, and the API, unless "
+      "--no-api, serves that running VM. The VMM then runs its VM to its end and exits with "
+      "run's statuses (3 also when a loaded clone's agent did not answer; 1 for a bad "
+      "--config-file); a second start or load is refused. SIGINT/SIGTERM end it, with or "
+      "without a VM (status 0).");
+  serve->add_option("--api-sock", options->api.socket,
+                    "The API's Unix socket (created here; needed unless --no-api)");
   options->api.id = api::ApiService::kDefaultInstanceId;
   serve->add_option("--id", options->api.id, "The instance id the API reports (GET /)")
       ->capture_default_str();
+  auto* config_file = serve->add_option(
+      "--config-file", options->config_file,
+      "Boot the VM this file describes (Firecracker's JSON configuration) at once");
+  serve
+      ->add_flag("--no-api", options->no_api,
+                 "Serve no API socket (needs --config-file), as Firecracker's --no-api")
+      ->needs(config_file)
+      ->excludes("--api-sock");
   add_console_options(*serve, options->console);
   add_seccomp_option(*serve, options->seccomp);
   serve

@@ -17,14 +17,10 @@ class App;
 
 namespace dsec::cli {
 
-// The command line the default image boots with: the console on COM1, reboot through
-// the i8042 (there is no ACPI), and a panic ends the VM instead of hanging it.
-inline constexpr const char* kDefaultCmdline = "console=ttyS0 reboot=k panic=-1 quiet";
-
 struct VmOptions {
   std::string kernel;
   std::string initrd;
-  std::string cmdline = kDefaultCmdline;
+  std::string cmdline = machine::kDefaultCmdline;
   std::vector<std::string> append;
   uint32_t vcpus = 1;
   uint64_t memory_mib = 128;

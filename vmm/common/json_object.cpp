@@ -33,14 +33,14 @@ const char* type_name(const json& value) {
 
 }  // namespace
 
-Result<JsonObject> JsonObject::of(const json& value, std::string what) {
+Result<JsonObject> JsonObject::of(const json& value, std::string what, Nulls nulls) {
   if (!value.is_object()) {
     return fail(fmt::format("{} must be a JSON object, not {}", what, type_name(value)));
   }
-  return JsonObject(value, std::move(what));
+  return JsonObject(value, std::move(what), nulls);
 }
 
-Result<JsonObject> JsonObject::parse(std::string_view text, std::string what) {
+Result<JsonObject> JsonObject::parse(std::string_view text, std::string what, Nulls nulls) {
   if (text.empty()) {
     return fail(what + " is empty: it must be a JSON object");
   }
@@ -48,14 +48,14 @@ Result<JsonObject> JsonObject::parse(std::string_view text, std::string what) {
   if (value.is_discarded()) {
     return fail(what + " is not valid JSON");
   }
-  return of(value, std::move(what));
+  return of(value, std::move(what), nulls);
 }
 
 Result<const json*> JsonObject::find(const char* name, bool (json::*is_type)() const,
-                                     const char* type) {
+                                     const char* type, bool optional) {
   asked_.emplace(name);
   const auto it = value_.find(name);
-  if (it == value_.end()) {
+  if (it == value_.end() || (optional && nulls_ == Nulls::kAbsent && it->is_null())) {
     return nullptr;
   }
   if (!((*it).*is_type)()) {
@@ -66,11 +66,20 @@ Result<const json*> JsonObject::find(const char* name, bool (json::*is_type)() c
 
 Result<const json*> JsonObject::get(const char* name, bool (json::*is_type)() const,
                                     const char* type) {
-  const json* field = DSEC_TRY(find(name, is_type, type));
+  const json* field = DSEC_TRY(find(name, is_type, type, /*optional=*/false));
   if (field == nullptr) {
     return fail(fmt::format("'{}' is missing in {}", name, what_));
   }
   return field;
+}
+
+Status JsonObject::refuse(const char* name, std::string_view why) {
+  asked_.emplace(name);
+  const auto it = value_.find(name);
+  if (it == value_.end() || (nulls_ == Nulls::kAbsent && it->is_null())) {
+    return ok();
+  }
+  return fail(fmt::format("'{}' in {} is not supported: {}", name, what_, why));
 }
 
 namespace {
@@ -117,12 +126,12 @@ Result<json> JsonObject::array(const char* name) {
   return *DSEC_TRY(get(name, &json::is_array, "an array"));
 }
 
-Result<std::optional<std::string>> JsonObject::optional_string(const char* name) {
+Result<std::optional<std::string>> JsonObject::optional_string(const char* name, Empty empty) {
   const json* field = DSEC_TRY(find(name, &json::is_string, "a string"));
   if (field == nullptr) {
     return std::nullopt;
   }
-  return DSEC_TRY(checked_string(*field, name, what_));
+  return DSEC_TRY(checked_string(*field, name, what_, empty));
 }
 
 Result<std::optional<bool>> JsonObject::optional_boolean(const char* name) {
@@ -131,6 +140,14 @@ Result<std::optional<bool>> JsonObject::optional_boolean(const char* name) {
     return std::nullopt;
   }
   return field->get<bool>();
+}
+
+Result<std::optional<uint64_t>> JsonObject::optional_unsigned_int(const char* name) {
+  const json* field = DSEC_TRY(find(name, &json::is_number_unsigned, "a non-negative integer"));
+  if (field == nullptr) {
+    return std::nullopt;
+  }
+  return field->get<uint64_t>();
 }
 
 Result<std::optional<json>> JsonObject::optional_object(const char* name) {

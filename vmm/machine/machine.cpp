@@ -135,8 +135,14 @@ Status Machine::setup_devices() {
     }
   });
   DSEC_TRY(pio_.insert({x86_64::kCom1Port, devices::kSerialRegisterCount}, serial_));
-  DSEC_TRY(pio_.insert({x86_64::kI8042DataPort, devices::kI8042RegisterCount},
-                       std::make_shared<devices::I8042>([this] { on_guest_reset(); })));
+  i8042_ = std::make_shared<devices::I8042>(
+      [this] { on_guest_reset(); },
+      [this](bool raised) {
+        if (auto s = vm_.irq_line(x86_64::kI8042Irq, raised); !s) {
+          spdlog::warn("keyboard interrupt: {}", s.error().message());
+        }
+      });
+  DSEC_TRY(pio_.insert({x86_64::kI8042DataPort, devices::kI8042RegisterCount}, i8042_));
   DSEC_TRY(pio_.insert({devices::kCmosPort, devices::kCmosRegisterCount},
                        std::make_shared<devices::Cmos>()));
   DSEC_TRY(pio_.insert({devices::kPostCodePort, 1}, std::make_shared<devices::NullDevice>()));
@@ -178,6 +184,38 @@ Status Machine::boot_vcpus(const x86_64::LoadedKernel& kernel) {
       DSEC_TRY(vcpu.set_regs(x86_64::boot_regs(kernel)));
     }
   }
+  return ok();
+}
+
+Status Machine::send_ctrl_alt_del() {
+  if (ended()) {
+    return fail("the VM has ended");
+  }
+  DSEC_TRY(i8042_->send_ctrl_alt_del());
+  spdlog::info("ctrl-alt-del typed on the guest's keyboard");
+  return ok();
+}
+
+Status Machine::set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter) {
+  if (ended()) {
+    return fail("the VM has ended");
+  }
+  DSEC_TRY(virtio_->set_drive_rate_limiter(index, limiter));
+  config_.drives.at(index).rate_limiter = limiter;
+  return ok();
+}
+
+Status Machine::set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                                      const devices::RateLimiterConfig& tx) {
+  if (ended()) {
+    return fail("the VM has ended");
+  }
+  if (!config_.net) {
+    return fail("the VM has no network interface");
+  }
+  DSEC_TRY(virtio_->set_net_rate_limiters({.rx = rx, .tx = tx}));
+  config_.net->rx_rate_limiter = rx;
+  config_.net->tx_rate_limiter = tx;
   return ok();
 }
 

@@ -15,6 +15,7 @@
 #include "vmm/common/unique_fd.h"
 #include "vmm/devices/bus.h"
 #include "vmm/devices/legacy/boot_timer.h"
+#include "vmm/devices/legacy/i8042.h"
 #include "vmm/devices/legacy/serial.h"
 #include "vmm/kvm/kvm_system.h"
 #include "vmm/kvm/vm.h"
@@ -93,6 +94,17 @@ class Machine {
   // memory to `memory_path` (machine_snapshot.cpp). The devices come to rest first (the
   // vsock streams end with a transport reset); the VM stays paused.
   Result<SnapshotFigures> snapshot(const std::string& state_path, const std::string& memory_path);
+  // Types ctrl-alt-del on the i8042's keyboard (Firecracker's SendCtrlAltDel): a guest
+  // whose kernel has the atkbd driver and the VT layer reboots, or signals its init, and
+  // the reboot ends the VM. Fails when the guest turned its keyboard off; any thread.
+  Status send_ctrl_alt_del();
+  // A running VM's new rate limiters (Firecracker's PATCH /drives/{id} and
+  // /network-interfaces/{id}): drive `index` of config().drives, or the network interface;
+  // in force from the device's next request, and in config() (and so in a snapshot). On
+  // the thread that reads config() (the API's).
+  Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter);
+  Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+                               const devices::RateLimiterConfig& tx);
   // Ends the VM (idempotent). wait() then returns kStopped unless it had ended already.
   void stop(std::string why = "stop requested");
   // Ends the VM as failed by the VMM (exit status 3): a thread of the VMM cannot do its job.
@@ -139,6 +151,7 @@ class Machine {
   devices::Bus pio_{devices::AddressSpace::kPio};
   devices::Bus mmio_{devices::AddressSpace::kMmio};
   std::shared_ptr<devices::Serial> serial_;
+  std::shared_ptr<devices::I8042> i8042_;
   std::shared_ptr<devices::BootTimer> boot_timer_;
   // After the buses and vm_, so that it goes first: its event loop stops before the
   // devices and the KVM registrations go.

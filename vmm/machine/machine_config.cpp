@@ -6,25 +6,12 @@
 #include <filesystem>
 
 #include "vmm/arch/x86_64/layout.h"
-#include "vmm/devices/virtio/net/net.h"
-#include "vmm/devices/virtio/net/tap.h"
+#include "vmm/machine/config_parts.h"
 #include "vmm/machine/guest_profiler.h"
 #include "vmm/machine/virtio_devices.h"
 
 namespace dsec::machine {
 namespace {
-
-Status check_file(const std::string& path, const char* what) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return fail_errno(std::string(what) + " " + path, errno,
-                      errno == ENOENT ? "check the path" : "check its permissions");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return fail(std::string(what) + " " + path + " is not a regular file");
-  }
-  return ok();
-}
 
 // The profile is written when the VM ends: check now that it can be, not after the run.
 Status check_profile_output(const MachineConfig& config) {
@@ -84,63 +71,17 @@ Status validate(const MachineConfig& config, BuildMode mode) {
     if (config.kernel_path.empty()) {
       return fail("no kernel given", "pass --kernel PATH");
     }
-    DSEC_TRY(check_file(config.kernel_path, "kernel"));
+    DSEC_TRY(check_vm_file(config.kernel_path, "kernel"));
     if (!config.initrd_path.empty()) {
-      DSEC_TRY(check_file(config.initrd_path, "initrd"));
+      DSEC_TRY(check_vm_file(config.initrd_path, "initrd"));
     }
   }
-  for (const auto& drive : config.drives) {
-    struct stat st {};
-    if (::stat(drive.path.c_str(), &st) != 0) {
-      return fail_errno("--drive " + drive.path, errno,
-                        errno == ENOENT ? "check the path" : "check its permissions");
-    }
-    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-      return fail("--drive " + drive.path + " is neither a regular file nor a block device");
-    }
-    if (drive.id.size() > 20) {
-      return fail("--drive " + drive.path + ": id '" + drive.id + "' is longer than 20 bytes");
-    }
-  }
+  DSEC_TRY(check_drives(config.drives));
   if (config.vsock) {
-    const auto& v = *config.vsock;
-    if (v.guest_cid < 3 || v.guest_cid > 0xfffffffeULL) {
-      return fail("vsock guest CID " + std::to_string(v.guest_cid) + " is reserved or out of range",
-                  "give a CID from 3 to 4294967294");
-    }
-    if (v.uds_path.empty()) {
-      return fail("--vsock needs the path of the Unix socket to create");
-    }
-    struct stat st {};
-    if (::lstat(v.uds_path.c_str(), &st) == 0) {
-      return fail("--vsock " + v.uds_path + " already exists",
-                  "remove it (a VM that ended leaves its socket behind) or choose another path");
-    }
+    DSEC_TRY(check_vsock(*config.vsock));
   }
   if (config.net) {
-    const auto& n = *config.net;
-    if (n.tap_fd >= 0 && (!n.tap.empty() || !n.host_cidr.empty())) {
-      return fail("--net fd=" + std::to_string(n.tap_fd) +
-                      " is a TAP handed in: it takes no "
-                      "tap= or host=",
-                  "name and address the TAP where it was opened");
-    }
-    if (n.tap.empty() && n.tap_fd < 0) {
-      return fail("--net needs the TAP's name", "give tap=NAME, or fd=N for a TAP handed in");
-    }
-    if (n.tap.size() > 15) {
-      return fail("--net: TAP name '" + n.tap + "' is longer than 15 bytes");
-    }
-    if (!n.host_cidr.empty()) {
-      if (auto cidr = virtio::parse_ipv4_cidr(n.host_cidr); !cidr) {
-        return std::unexpected(cidr.error().with_context("--net host="));
-      }
-    }
-    if (!n.mac.empty()) {
-      if (auto mac = virtio::parse_mac(n.mac); !mac) {
-        return std::unexpected(mac.error().with_context("--net mac="));
-      }
-    }
+    DSEC_TRY(check_net(*config.net));
   }
   DSEC_TRY(check_profile_output(config));
   if (virtio_devices(config).size() > x86_64::kMaxVirtioMmioDevices) {
@@ -161,14 +102,43 @@ Status validate(const MachineConfig& config, BuildMode mode) {
   return ok();
 }
 
-std::string guest_cmdline(const MachineConfig& config) {
-  const std::string devices = virtio_cmdline(config);
-  // The devices' parameters go first: whatever follows a " -- " in the user's part goes to
-  // init, not to the kernel.
-  if (devices.empty()) {
-    return config.cmdline;
+namespace {
+
+// root= and ro/rw for the root drive, as Firecracker writes them; empty without one.
+std::string root_cmdline(const std::vector<DriveConfig>& drives) {
+  for (size_t i = 0; i < drives.size(); ++i) {
+    const auto& d = drives[i];
+    if (d.is_root) {
+      const std::string root =
+          d.partuuid.empty() ? "/dev/" + guest_drive_name(i) : "PARTUUID=" + d.partuuid;
+      return "root=" + root + (d.read_only ? " ro" : " rw");
+    }
   }
-  return config.cmdline.empty() ? devices : devices + " " + config.cmdline;
+  return {};
+}
+
+}  // namespace
+
+std::string guest_cmdline(const MachineConfig& config) {
+  // The VMM's parameters go first: whatever follows a " -- " in the user's part goes to
+  // init, not to the kernel.
+  std::string cmdline;
+  for (const std::string& part :
+       {virtio_cmdline(config), root_cmdline(config.drives), config.cmdline}) {
+    if (!part.empty()) {
+      cmdline += cmdline.empty() ? part : " " + part;
+    }
+  }
+  return cmdline;
+}
+
+void take_host_settings(MachineConfig& config, const MachineConfig& host) {
+  config.console_output_fd = host.console_output_fd;
+  config.console_input_fd = host.console_input_fd;
+  config.console_output_limit = host.console_output_limit;
+  config.kvm_device = host.kvm_device;
+  config.process_start = host.process_start;
+  config.seccomp = host.seccomp;
 }
 
 }  // namespace dsec::machine

@@ -10,15 +10,27 @@
 #include <vector>
 
 #include "vmm/common/error.h"
+#include "vmm/devices/rate_limiter_config.h"
 #include "vmm/seccomp/policy.h"
 
 namespace dsec::machine {
+
+// The command line a guest boots with when none is given: the console on COM1, reboot
+// through the i8042 (there is no ACPI), and a panic ends the VM instead of hanging it.
+inline constexpr const char* kDefaultCmdline = "console=ttyS0 reboot=k panic=-1 quiet";
 
 // A virtio-blk drive on a host file or block device.
 struct DriveConfig {
   std::string path;
   bool read_only = false;
   std::string id;  // GET_ID's answer (at most 20 bytes); empty: derived from the file
+  // The guest's root file system (Firecracker's is_root_device): its command line gets
+  // root=/dev/vdX, or root=PARTUUID=<partuuid> when one is given, then ro or rw. At most
+  // one drive of a VM.
+  bool is_root = false;
+  std::string partuuid{};
+  // Firecracker's rate_limiter (docs/api-boot.md): none by default.
+  devices::RateLimiterConfig rate_limiter{};
 
   bool operator==(const DriveConfig&) const = default;
 };
@@ -42,8 +54,15 @@ struct NetConfig {
   // A TAP opened by whoever started the VMM (--net fd=N), used instead of `tap`; its
   // address is theirs to set (host_cidr stays empty).
   int tap_fd = -1;
+  // The interface's id on the API (Firecracker's iface_id); empty: kDefaultId.
+  std::string id{};
+  // Firecracker's rx_rate_limiter and tx_rate_limiter: none by default.
+  devices::RateLimiterConfig rx_rate_limiter{};
+  devices::RateLimiterConfig tx_rate_limiter{};
 
   static constexpr const char* kDefaultGuestMac = "52:54:00:12:34:56";
+  static constexpr const char* kDefaultId = "eth0";  // the guest's name for it
+  std::string iface_id() const { return id.empty() ? kDefaultId : id; }
   bool operator==(const NetConfig&) const = default;
 };
 
@@ -93,8 +112,12 @@ enum class BuildMode { kBoot, kRestore };
 // before its first KVM call.
 Status validate(const MachineConfig& config, BuildMode mode = BuildMode::kBoot);
 
-// The command line the guest kernel gets: `cmdline` after the parameters that announce
-// the virtio devices.
+// The command line the guest kernel gets: the parameters that announce the virtio
+// devices, then the root drive's root= and ro/rw, then `cmdline`.
 std::string guest_cmdline(const MachineConfig& config);
+
+// `config` with what only the host decides, taken from `host`: the console's fds, the KVM
+// device, the process start and the seccomp policy.
+void take_host_settings(MachineConfig& config, const MachineConfig& host);
 
 }  // namespace dsec::machine

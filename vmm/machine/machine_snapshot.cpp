@@ -160,12 +160,7 @@ Result<std::unique_ptr<Machine>> Machine::restore(const std::string& state_path,
   }
   auto state = DSEC_TRY(read_state(state_path));
   MachineConfig config = DSEC_TRY(apply_overrides(state.config, overrides));
-  config.console_output_fd = host.console_output_fd;
-  config.console_input_fd = host.console_input_fd;
-  config.console_output_limit = host.console_output_limit;
-  config.kvm_device = host.kvm_device;
-  config.process_start = host.process_start;
-  config.seccomp = host.seccomp;
+  take_host_settings(config, host);
   DSEC_TRY(validate(config, BuildMode::kRestore));
   if (state.virtio.size() != virtio_devices(config).size()) {
     return fail(fmt::format("snapshot state file {}: {} virtio devices saved, its configuration "

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vmm/common/json_object.h"
+#include "vmm/devices/rate_limiter_json.h"
 
 namespace dsec::machine {
 namespace {
@@ -27,9 +28,14 @@ Result<MachineConfig> read_config(std::string_view text) {
   config.rng = DSEC_TRY(j.boolean("rng"));
   for (const auto& value : DSEC_TRY(j.array("drives"))) {
     auto d = DSEC_TRY(JsonObject::of(value, "a drive"));
-    config.drives.push_back({.path = DSEC_TRY(d.string("path")),
-                             .read_only = DSEC_TRY(d.boolean("read_only")),
-                             .id = DSEC_TRY(d.string("id", JsonObject::Empty::kAllowed))});
+    config.drives.push_back(
+        {.path = DSEC_TRY(d.string("path")),
+         .read_only = DSEC_TRY(d.boolean("read_only")),
+         .id = DSEC_TRY(d.string("id", JsonObject::Empty::kAllowed)),
+         .is_root = DSEC_TRY(d.optional_boolean("root")).value_or(false),
+         .partuuid = DSEC_TRY(d.optional_string("partuuid")).value_or(""),
+         .rate_limiter = DSEC_TRY(devices::optional_rate_limiter(d, "rate_limiter"))
+                             .value_or(devices::RateLimiterConfig{})});
     DSEC_TRY(d.finish());
   }
   if (const auto vsock = DSEC_TRY(j.optional_object("vsock"))) {
@@ -43,7 +49,13 @@ Result<MachineConfig> read_config(std::string_view text) {
     config.net =
         NetConfig{.tap = DSEC_TRY(n.string("tap")),
                   .host_cidr = DSEC_TRY(n.string("host_cidr", JsonObject::Empty::kAllowed)),
-                  .mac = DSEC_TRY(n.string("mac", JsonObject::Empty::kAllowed))};
+                  .mac = DSEC_TRY(n.string("mac", JsonObject::Empty::kAllowed)),
+                  .tap_fd = -1,
+                  .id = DSEC_TRY(n.optional_string("id")).value_or(""),
+                  .rx_rate_limiter = DSEC_TRY(devices::optional_rate_limiter(n, "rx_rate_limiter"))
+                                         .value_or(devices::RateLimiterConfig{}),
+                  .tx_rate_limiter = DSEC_TRY(devices::optional_rate_limiter(n, "tx_rate_limiter"))
+                                         .value_or(devices::RateLimiterConfig{})};
     DSEC_TRY(n.finish());
   }
   DSEC_TRY(j.finish());
@@ -60,7 +72,18 @@ std::string snapshot_config_to_json(const MachineConfig& config) {
   j["expect_clean_shutdown_announcement"] = config.expect_clean_shutdown_announcement;
   j["drives"] = json::array();
   for (const auto& d : config.drives) {
-    j["drives"].push_back({{"path", d.path}, {"read_only", d.read_only}, {"id", d.id}});
+    json drive = {{"path", d.path}, {"read_only", d.read_only}, {"id", d.id}};
+    // Written only when set, so that snapshots without them read as before.
+    if (d.is_root) {
+      drive["root"] = true;
+    }
+    if (!d.partuuid.empty()) {
+      drive["partuuid"] = d.partuuid;
+    }
+    if (d.rate_limiter != devices::RateLimiterConfig{}) {
+      drive["rate_limiter"] = devices::rate_limiter_json(d.rate_limiter);
+    }
+    j["drives"].push_back(drive);
   }
   if (config.vsock) {
     j["vsock"] = {{"guest_cid", config.vsock->guest_cid}, {"uds_path", config.vsock->uds_path}};
@@ -68,6 +91,16 @@ std::string snapshot_config_to_json(const MachineConfig& config) {
   if (config.net) {
     j["net"] = {
         {"tap", config.net->tap}, {"host_cidr", config.net->host_cidr}, {"mac", config.net->mac}};
+    if (!config.net->id.empty()) {
+      j["net"]["id"] = config.net->id;
+    }
+    for (const auto& [name, limiter] :
+         {std::pair{"rx_rate_limiter", &config.net->rx_rate_limiter},
+          std::pair{"tx_rate_limiter", &config.net->tx_rate_limiter}}) {
+      if (*limiter != devices::RateLimiterConfig{}) {
+        j["net"][name] = devices::rate_limiter_json(*limiter);
+      }
+    }
   }
   j["rng"] = config.rng;
   return j.dump();
@@ -98,10 +131,15 @@ Result<MachineConfig> apply_overrides(MachineConfig config, const RestoreOverrid
       config.vsock->guest_cid = *o.vsock_guest_cid;
     }
   }
-  if (o.net_tap || o.net_tap_fd || o.net_host_cidr || o.net_mac) {
+  if (o.net_tap || o.net_tap_fd || o.net_host_cidr || o.net_mac || o.net_iface_id) {
     if (!config.net) {
       return fail("--net: the snapshot's VM has no network device",
                   "restore it without --net, or snapshot a VM that has one");
+    }
+    if (o.net_iface_id && *o.net_iface_id != config.net->iface_id()) {
+      return fail("no network interface '" + *o.net_iface_id + "': the snapshot's VM has '" +
+                      config.net->iface_id() + "'",
+                  "name the interface by its iface_id");
     }
     if (o.net_tap_fd) {
       // A TAP handed in replaces the snapshot's by name, and its address is not ours.

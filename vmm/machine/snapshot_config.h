@@ -27,6 +27,8 @@ struct RestoreOverrides {
   std::optional<int> net_tap_fd;  // a TAP handed in open, instead of the snapshot's by name
   std::optional<std::string> net_host_cidr;
   std::optional<std::string> net_mac;
+  // The interface the network override names (the API's iface_id): must be the snapshot's.
+  std::optional<std::string> net_iface_id;
   // Drive i's file, by position; nullopt or past the end keeps the snapshot's.
   std::vector<std::optional<std::string>> drive_paths;
 };

@@ -100,8 +100,11 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
     switch (specs[i].kind) {
       case VirtioDeviceKind::kBlock: {
         const auto& d = specs[i].drive;
-        device = DSEC_TRY(virtio::VirtioBlock::create(
-            d.path, {.read_only = d.read_only, .id = d.id}, memory, device_loop));
+        auto drive = DSEC_TRY(virtio::VirtioBlock::create(
+            d.path, {.read_only = d.read_only, .id = d.id, .rate_limiter = d.rate_limiter}, memory,
+            device_loop));
+        devices->drives_.push_back(drive.get());
+        device = std::move(drive);
         break;
       }
       case VirtioDeviceKind::kVsock:
@@ -118,7 +121,10 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
         }
         const auto mac =
             DSEC_TRY(virtio::parse_mac(n.mac.empty() ? NetConfig::kDefaultGuestMac : n.mac));
-        device = DSEC_TRY(virtio::VirtioNet::create(tap, mac, memory, device_loop));
+        auto net = DSEC_TRY(virtio::VirtioNet::create(
+            tap, mac, memory, device_loop, {.rx = n.rx_rate_limiter, .tx = n.tx_rate_limiter}));
+        devices->net_ = net.get();
+        device = std::move(net);
         break;
       }
       case VirtioDeviceKind::kRng:
@@ -178,6 +184,23 @@ void VirtioDevices::run_on_loop(std::function<void()> work) {
   }
   static_cast<void>(posted_event_->signal());
   finished.wait();
+}
+
+Status VirtioDevices::set_drive_rate_limiter(size_t index,
+                                             const devices::RateLimiterConfig& limiter) {
+  if (index >= drives_.size()) {
+    return fail(fmt::format("the VM has {} drives, none at index {}", drives_.size(), index));
+  }
+  run_on_loop([&] { drives_[index]->set_rate_limiter(limiter); });
+  return ok();
+}
+
+Status VirtioDevices::set_net_rate_limiters(const virtio::NetRateLimiters& limiters) {
+  if (net_ == nullptr) {
+    return fail("the VM has no network interface");
+  }
+  run_on_loop([&] { net_->set_rate_limiters(limiters); });
+  return ok();
 }
 
 void VirtioDevices::run_with_loop_parked(const std::function<void()>& work) {

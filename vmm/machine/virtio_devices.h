@@ -16,7 +16,9 @@
 
 #include "vmm/common/error.h"
 #include "vmm/devices/bus.h"
+#include "vmm/devices/virtio/block.h"
 #include "vmm/devices/virtio/mmio_transport.h"
+#include "vmm/devices/virtio/net/net.h"
 #include "vmm/io/event_fd.h"
 #include "vmm/io/event_loop_thread.h"
 #include "vmm/kvm/vm.h"
@@ -100,6 +102,12 @@ class VirtioDevices {
   // saw) and an interrupt the driver had not taken is raised again.
   void resume();
 
+  // A running VM's new rate limiters (Firecracker's PATCH): the `index`th drive's (in
+  // MachineConfig::drives order), or the network device's. In force for the device's next
+  // request, set on the loop's thread (run_on_loop). Any thread but the loop's.
+  Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter);
+  Status set_net_rate_limiters(const virtio::NetRateLimiters& limiters);
+
   size_t size() const { return transports_.size(); }
   virtio::MmioTransport& transport(size_t index) { return *transports_.at(index); }
 
@@ -130,6 +138,9 @@ class VirtioDevices {
   // left waiting for a loop that is gone.
   std::vector<std::function<void()>> waited_;
   bool loop_running_ = false;  // between start() and stop(), under posted_mutex_
+  // The devices the rate limiters' changes reach (owned by their transports).
+  std::vector<virtio::VirtioBlock*> drives_;
+  virtio::VirtioNet* net_ = nullptr;
   // KVM registrations to undo, in reverse order.
   std::vector<std::function<void()>> unregister_;
 };

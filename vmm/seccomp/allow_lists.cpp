@@ -180,7 +180,8 @@ std::vector<SyscallRule> vcpu() {
   append(rules, {
                     ioctl(KVM_RUN),
                     // the UART's interrupt line (its output goes to the console's buffer; an
-                    // eventfd write wakes the console thread)
+                    // eventfd write wakes the console thread), and the i8042 keyboard's as
+                    // the guest reads its bytes
                     ioctl(KVM_IRQ_LINE),
                     // a sample of --profile-guest; a triple fault's registers
                     ioctl(KVM_GET_REGS),
@@ -246,6 +247,8 @@ std::vector<SyscallRule> api() {
   append(rules, snapshot_writes());
   // PUT /snapshot/load's clone takes its entropy and clock from the API thread
   append(rules, agent_client());
+  // PUT /actions SendCtrlAltDel: the i8042 keyboard's interrupt line
+  append(rules, {ioctl(KVM_IRQ_LINE)});
   return rules;
 }
 

@@ -51,10 +51,45 @@ constexpr uint8_t kSelfTestPassed = 0x55;
 constexpr uint8_t kInterfaceTestPassed = 0x00;
 constexpr uint8_t kInterfaceClockStuckLow = 0x01;
 
+// The keyboard's commands and answers (Linux's drivers/input/keyboard/atkbd.c).
+constexpr uint8_t kKbdSetLeds = 0xed;    // + a parameter
+constexpr uint8_t kKbdEcho = 0xee;       // answered with itself, no acknowledgement
+constexpr uint8_t kKbdScanSet = 0xf0;    // + a parameter; 0 asks for the current set
+constexpr uint8_t kKbdGetId = 0xf2;      // answered with the ID after the acknowledgement
+constexpr uint8_t kKbdSetRepeat = 0xf3;  // + a parameter
+constexpr uint8_t kKbdReset = 0xff;      // answered with the self test's result
+constexpr uint8_t kKbdAck = 0xfa;
+constexpr uint8_t kKbdSelfTestPassed = 0xaa;
+constexpr uint8_t kKbdIdFirst = 0xab;  // an MF2 keyboard
+constexpr uint8_t kKbdIdSecond = 0x83;
+constexpr uint8_t kKbdScanSet2 = 0x02;
+
+// Scan code set 2 make codes: left ctrl, left alt, delete (an extended key).
+constexpr uint8_t kKeyCtrl = 0x14;
+constexpr uint8_t kKeyAlt = 0x11;
+constexpr uint8_t kKeyExtended = 0xe0;
+constexpr uint8_t kKeyDelete = 0x71;
+
 }  // namespace
 
-I8042::I8042(ResetHandler on_reset)
-    : on_reset_(std::move(on_reset)), control_(kControlDefault), output_port_(kOutputPortDefault) {}
+I8042::I8042(ResetHandler on_reset, InterruptLine keyboard_irq)
+    : on_reset_(std::move(on_reset)),
+      keyboard_irq_(std::move(keyboard_irq)),
+      control_(kControlDefault),
+      output_port_(kOutputPortDefault) {}
+
+Status I8042::send_ctrl_alt_del() {
+  const std::lock_guard lock(mutex_);
+  if ((control_ & kControlKbdDisabled) != 0 || (control_ & kControlKbdInterrupt) == 0) {
+    return fail(
+        "the guest has turned its keyboard off (the i8042's keyboard interface or interrupt is "
+        "disabled): it would not see ctrl-alt-del");
+  }
+  if (!keyboard_send({kKeyCtrl, kKeyAlt, kKeyExtended, kKeyDelete})) {
+    return fail("the guest has not read the keys typed before yet: try again later");
+  }
+  return ok();
+}
 
 void I8042::read(uint64_t offset, std::span<uint8_t> data) {
   std::ranges::fill(data, uint8_t{0xff});
@@ -82,7 +117,7 @@ void I8042::write(uint64_t offset, std::span<const uint8_t> data) {
 
 uint8_t I8042::status() const {
   uint8_t value = kStatusNotLocked;
-  if (output_full_) {
+  if (!output_.empty()) {
     value |= kStatusOutputFull;
   }
   if ((control_ & kControlSystemFlag) != 0) {
@@ -99,11 +134,31 @@ uint8_t I8042::read_register(uint64_t reg) {
     return status();
   }
   if (reg == kDataPort) {
-    // An empty buffer still reads its last byte, as the chip's does.
-    output_full_ = false;
-    return output_;
+    if (!output_.empty()) {
+      last_output_ = output_.front();
+      output_.pop_front();
+      // What is left came from the keyboard (a controller answer replaces the buffer).
+      from_keyboard_ = !output_.empty();
+      // Each keyboard byte is an edge of IRQ 1: low once read, high for the next.
+      if (irq_raised_ && keyboard_irq_) {
+        keyboard_irq_(false);
+      }
+      irq_raised_ = false;
+      update_irq();
+    }
+    return last_output_;
   }
   return 0xff;
+}
+
+void I8042::update_irq() {
+  const bool level = !output_.empty() && from_keyboard_ && (control_ & kControlKbdInterrupt) != 0;
+  if (level != irq_raised_) {
+    irq_raised_ = level;
+    if (keyboard_irq_) {
+      keyboard_irq_(level);
+    }
+  }
 }
 
 bool I8042::write_register(uint64_t reg, uint8_t value) {
@@ -119,8 +174,54 @@ bool I8042::write_register(uint64_t reg, uint8_t value) {
 }
 
 void I8042::respond(uint8_t byte) {
-  output_ = byte;
-  output_full_ = true;
+  output_.assign(1, byte);
+  from_keyboard_ = false;
+  update_irq();
+}
+
+bool I8042::keyboard_send(std::initializer_list<uint8_t> bytes) {
+  if (output_.size() + bytes.size() > kKeyboardQueueSize) {
+    return false;  // a guest that does not read its keyboard loses its answers
+  }
+  if (output_.empty()) {
+    from_keyboard_ = true;
+  }
+  output_.insert(output_.end(), bytes);
+  update_irq();
+  return true;
+}
+
+void I8042::keyboard_receive(uint8_t byte) {
+  if (std::exchange(keyboard_parameter_pending_, false)) {
+    // The parameter of the command before: LEDs, repeat rate, scan set.
+    keyboard_send({kKbdAck});
+    if (std::exchange(keyboard_scan_set_query_, false) && byte == 0) {
+      keyboard_send({kKbdScanSet2});
+    }
+    return;
+  }
+  switch (byte) {
+    case kKbdEcho:
+      keyboard_send({kKbdEcho});
+      return;
+    case kKbdGetId:
+      keyboard_send({kKbdAck, kKbdIdFirst, kKbdIdSecond});
+      return;
+    case kKbdReset:
+      keyboard_send({kKbdAck, kKbdSelfTestPassed});
+      return;
+    case kKbdSetLeds:
+    case kKbdSetRepeat:
+    case kKbdScanSet:
+      keyboard_parameter_pending_ = true;
+      keyboard_scan_set_query_ = byte == kKbdScanSet;
+      keyboard_send({kKbdAck});
+      return;
+    default:
+      // Enable, disable, defaults, typematic modes...: acknowledged, nothing to keep.
+      keyboard_send({kKbdAck});
+      return;
+  }
 }
 
 bool I8042::run_command(uint8_t command) {
@@ -172,6 +273,7 @@ bool I8042::take_parameter(uint8_t value) {
   switch (command) {
     case kCmdWriteControl:
       control_ = value;
+      update_irq();
       return false;
     case kCmdWriteOutputPort:
       output_port_ = value;
@@ -181,8 +283,10 @@ bool I8042::take_parameter(uint8_t value) {
       // Both come back as keyboard data; for the AUX loopback that is the "no AUX" answer.
       respond(value);
       return false;
+    case kCmdWriteAux:
+      return false;  // to the AUX device: none attached
     default:
-      // To the AUX device (0xd4) or, with no command pending, to the keyboard: none attached.
+      keyboard_receive(value);  // no command pending: to the keyboard
       return false;
   }
 }

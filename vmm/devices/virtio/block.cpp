@@ -17,6 +17,7 @@
 
 #include "vmm/common/log_rate_limiter.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/devices/rate_limiter.h"
 #include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/device_signals.h"
 #include "vmm/devices/virtio/virtio_spec.h"
@@ -89,13 +90,16 @@ struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
 
   // All below run with `mutex` held.
   bool process_queue();
-  bool start_request(const DescriptorChain& chain);
+  bool start_request(uint16_t head, ParsedBlockRequest parsed);
   bool submit(std::unique_ptr<InFlight> op);
   void on_complete(std::unique_ptr<InFlight> op, int32_t result);
   bool complete(uint16_t head, std::optional<uint64_t> status_gpa, uint8_t status,
                 uint32_t used_len);
   void signal_if_wanted();
   void queue_failed(const Error& error);
+  // Replaces the rate limiter: none without a limit. Chains a replaced limiter held back
+  // wait for the next notification or the caller's process_queue().
+  void set_rate_limiter(const devices::RateLimiterConfig& limiter_config);
 
   const std::string path;
   const UniqueFd fd;
@@ -117,7 +121,18 @@ struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
   // Guest-triggered lines: requests refused (debug), and faults (warnings).
   LogRateLimiter refusal_log;
   LogRateLimiter fault_log;
+  std::optional<devices::LoopRateLimiter> rate_limiter;  // with a limit configured
 };
+
+namespace {
+
+// What a request costs its rate limiter's bandwidth bucket: the data it moves.
+uint64_t rate_limited_bytes(const ParsedBlockRequest& parsed) {
+  return parsed && (parsed->type == kBlkTypeIn || parsed->type == kBlkTypeOut) ? parsed->data_bytes
+                                                                               : 0;
+}
+
+}  // namespace
 
 // Pops and starts chains until the ring is empty, the queue breaks or kMaxInFlight
 // requests are in flight. Returns true if it returned any chain to the used ring.
@@ -141,32 +156,36 @@ bool VirtioBlock::Core::process_queue() {
     if (!next.has_value()) {
       break;
     }
-    returned |= start_request(*next);
+    auto parsed = parse_block_request(memory, *next, limits);
+    if (rate_limiter && !rate_limiter->admit(rate_limited_bytes(parsed))) {
+      queue->undo_pop();  // taken again when the limiter's timer calls
+      break;
+    }
+    returned |= start_request(next->head, std::move(parsed));
   }
   return returned;
 }
 
 // Starts one request; returns true if it was answered at once.
-bool VirtioBlock::Core::start_request(const DescriptorChain& chain) {
-  auto parsed = parse_block_request(memory, chain, limits);
+bool VirtioBlock::Core::start_request(uint16_t head, ParsedBlockRequest parsed) {
   if (!parsed) {
     const RejectedRequest& rejected = parsed.error();
     // An unsupported type is a driver probing for what it was not offered: not worth a line.
     if (rejected.status != kBlkStatusUnsupp) {
       if (const auto suppressed = refusal_log.allow()) {
-        spdlog::debug("virtio-blk {}: request at head {} refused: {}{}", path, chain.head,
+        spdlog::debug("virtio-blk {}: request at head {} refused: {}{}", path, head,
                       rejected.reason, suppressed_note(*suppressed));
       }
     }
-    return complete(chain.head, rejected.status_gpa, rejected.status, rejected.status_gpa ? 1 : 0);
+    return complete(head, rejected.status_gpa, rejected.status, rejected.status_gpa ? 1 : 0);
   }
   BlockRequest& request = *parsed;
   switch (request.type) {
     case kBlkTypeGetId: {
       if (!write_buffers(memory, request.data, std::span(state.id).first(request.data_bytes))) {
-        return complete(chain.head, request.status_gpa, kBlkStatusIoErr, 1);
+        return complete(head, request.status_gpa, kBlkStatusIoErr, 1);
       }
-      return complete(chain.head, request.status_gpa, kBlkStatusOk,
+      return complete(head, request.status_gpa, kBlkStatusOk,
                       static_cast<uint32_t>(request.data_bytes + 1));
     }
     case kBlkTypeFlush:
@@ -174,14 +193,14 @@ bool VirtioBlock::Core::start_request(const DescriptorChain& chain) {
     case kBlkTypeOut:
       break;
     default:
-      return complete(chain.head, request.status_gpa, kBlkStatusUnsupp, 1);
+      return complete(head, request.status_gpa, kBlkStatusUnsupp, 1);
   }
   if (request.type != kBlkTypeFlush && request.data_bytes == 0) {
-    return complete(chain.head, request.status_gpa, kBlkStatusOk, 1);
+    return complete(head, request.status_gpa, kBlkStatusOk, 1);
   }
   auto op = std::make_unique<InFlight>();
   op->generation = generation;
-  op->head = chain.head;
+  op->head = head;
   op->status_gpa = request.status_gpa;
   op->type = request.type;
   op->offset = request.sector * kSectorSize;  // sector <= capacity: cannot overflow
@@ -191,7 +210,7 @@ bool VirtioBlock::Core::start_request(const DescriptorChain& chain) {
   // The one way from a guest address to a host pointer, bounded to guest RAM.
   auto iovecs = host_iovecs(memory, request.data);
   if (!iovecs) {
-    return complete(chain.head, request.status_gpa, kBlkStatusIoErr, 1);
+    return complete(head, request.status_gpa, kBlkStatusIoErr, 1);
   }
   op->iovecs = std::move(*iovecs);
   return submit(std::move(op));
@@ -296,6 +315,22 @@ void VirtioBlock::Core::queue_failed(const Error& error) {
   report_broken_queue(*interrupt, fault_log, "virtio-blk " + path, error);
 }
 
+void VirtioBlock::Core::set_rate_limiter(const devices::RateLimiterConfig& limiter_config) {
+  if (!limiter_config.limits()) {
+    rate_limiter.reset();
+    return;
+  }
+  // The timer holds the core weakly: a device destroyed meanwhile is left alone.
+  rate_limiter.emplace(limiter_config, loop, [weak = weak_from_this()] {
+    if (const auto core = weak.lock()) {
+      const std::lock_guard lock(core->mutex);
+      if (core->process_queue()) {
+        core->signal_if_wanted();
+      }
+    }
+  });
+}
+
 Result<std::unique_ptr<VirtioBlock>> VirtioBlock::create(const std::string& path,
                                                          const BlockOptions& options,
                                                          GuestMemory& memory, io::EventLoop& loop) {
@@ -351,6 +386,7 @@ Result<std::unique_ptr<VirtioBlock>> VirtioBlock::create(const std::string& path
   std::copy_n(id.begin(), std::min<std::size_t>(id.size(), kBlkIdBytes), state.id.begin());
 
   auto core = std::make_shared<Core>(path, std::move(fd), state, memory, loop);
+  core->set_rate_limiter(options.rate_limiter);
   return std::unique_ptr<VirtioBlock>(new VirtioBlock(std::move(core)));
 }
 
@@ -407,6 +443,15 @@ void VirtioBlock::notify(uint16_t queue) {
     return;
   }
   if (core_->process_queue()) {
+    core_->signal_if_wanted();
+  }
+}
+
+void VirtioBlock::set_rate_limiter(const devices::RateLimiterConfig& config) {
+  const std::lock_guard lock(core_->mutex);
+  core_->set_rate_limiter(config);
+  // What the old limiter held back goes now if the new one lets it.
+  if (core_->queue != nullptr && core_->process_queue()) {
     core_->signal_if_wanted();
   }
 }

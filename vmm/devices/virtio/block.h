@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vmm/common/error.h"
+#include "vmm/devices/rate_limiter_config.h"
 #include "vmm/devices/virtio/block_request.h"
 #include "vmm/devices/virtio/virtio_device.h"
 #include "vmm/io/event_loop.h"
@@ -46,6 +47,9 @@ struct BlockOptions {
   bool read_only = false;
   // GET_ID's answer, at most 20 bytes; empty: one derived from the file's device and inode.
   std::string id;
+  // Firecracker's rate_limiter: each request is one op, and a read's or write's data its
+  // bytes (a flush or GET_ID none).
+  devices::RateLimiterConfig rate_limiter{};
 };
 
 // What the guest sees of the disk beyond the transport's state (TransportState): plain
@@ -64,7 +68,9 @@ struct BlockDeviceState {
 // device's lock. After reset() no completion touches the queue or the interrupt; a read
 // already in the kernel may still land in guest memory. Requests in flight keep the
 // device's shared core alive, so the device may be destroyed before they complete; the
-// guest memory and the loop must outlive every request the loop still holds.
+// guest memory and the loop must outlive every request the loop still holds. A device out
+// of its rate limiter's tokens leaves the next chain in the ring and takes it when a timer
+// on the loop says the tokens are there.
 class VirtioBlock final : public VirtioDevice {
  public:
   // Opens `path` (read-only when options.read_only). Fails, naming the file, if it does not
@@ -93,6 +99,11 @@ class VirtioBlock final : public VirtioDevice {
   void resume_after_quiesce() override;
   std::vector<uint8_t> save_state() const override;
   Status restore_state(std::span<const uint8_t> bytes) override;
+
+  // A new rate limiter (Firecracker's PATCH /drives/{id}), in force from the next request;
+  // requests the old one held back are taken now if the new one lets them. On the loop's
+  // thread.
+  void set_rate_limiter(const devices::RateLimiterConfig& config);
 
   const std::string& path() const;
   const BlockDeviceState& state() const;

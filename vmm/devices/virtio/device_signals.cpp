@@ -28,7 +28,7 @@ void report_broken_queue(VirtioInterrupt& interrupt, LogRateLimiter& limiter,
 }
 
 void serve_available_chains(VirtQueue& queue, GuestMemory& memory, VirtioInterrupt& interrupt,
-                            DeviceLog log, const ChainServer& serve) {
+                            DeviceLog log, const ChainServer& serve, const ChainAdmission& admit) {
   bool returned = false;
   for (;;) {
     auto chain = queue.pop(memory);
@@ -38,6 +38,10 @@ void serve_available_chains(VirtQueue& queue, GuestMemory& memory, VirtioInterru
     }
     const std::optional<DescriptorChain>& next = *chain;
     if (!next) {
+      break;
+    }
+    if (admit && !admit(*next)) {
+      queue.undo_pop();
       break;
     }
     const auto written = serve(*next);

@@ -36,9 +36,13 @@ struct DeviceLog {
 // or an Error meaning the driver broke the queue. Each served chain goes back to the used
 // ring; the first Error, from `serve` or from a malformed ring, is reported as
 // report_broken_queue() does and ends the work. At the end the driver gets one used-buffer
-// interrupt, if any chain went back and it wants one.
+// interrupt, if any chain went back and it wants one. With `admit`, a chain it refuses (a
+// rate limiter out of tokens) stays in the ring, and the work ends until the device calls
+// again.
 using ChainServer = std::function<Result<uint32_t>(const DescriptorChain& chain)>;
+using ChainAdmission = std::function<bool(const DescriptorChain& chain)>;
 void serve_available_chains(VirtQueue& queue, GuestMemory& memory, VirtioInterrupt& interrupt,
-                            DeviceLog log, const ChainServer& serve);
+                            DeviceLog log, const ChainServer& serve,
+                            const ChainAdmission& admit = {});
 
 }  // namespace dsec::virtio

@@ -73,6 +73,11 @@ class VirtQueue {
   // to pop until nullopt, and wait for the next notification.
   Result<std::optional<DescriptorChain>> pop(GuestMemory& memory);
 
+  // Puts back the chain the last pop() returned, so that the next pop() returns it again:
+  // for a device that cannot take it yet (its rate limiter is out of tokens). Only right
+  // after a pop() that returned a chain.
+  void undo_pop() { --state_.next_avail; }
+
   // The avail idx the driver last published (bounds-checked read of its ring).
   Result<uint16_t> driver_avail_idx(const GuestMemory& memory) const {
     return read_avail_idx(memory);

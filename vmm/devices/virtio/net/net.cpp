@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 #include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/device_signals.h"
@@ -44,19 +45,21 @@ VirtioNet::VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io
     : fd_(std::move(fd)), mac_(mac), memory_(memory), loop_(loop), frame_(kMaxFrameSize) {}
 
 Result<std::unique_ptr<VirtioNet>> VirtioNet::create(const TapConfig& tap, const MacAddress& mac,
-                                                     GuestMemory& memory, io::EventLoop& loop) {
+                                                     GuestMemory& memory, io::EventLoop& loop,
+                                                     const NetRateLimiters& limiters) {
   auto opened = Tap::open(tap);
   if (!opened) {
     return std::unexpected(opened.error().with_context("virtio-net"));
   }
   spdlog::debug("virtio-net: TAP {}, guest MAC {}", opened->name(), format_mac(mac));
   // The Tap's fd moves into the device; the Tap object itself holds nothing else.
-  return create_on_fd(UniqueFd(::fcntl(opened->fd(), F_DUPFD_CLOEXEC, 0)), mac, memory, loop);
+  return create_on_fd(UniqueFd(::fcntl(opened->fd(), F_DUPFD_CLOEXEC, 0)), mac, memory, loop,
+                      limiters);
 }
 
 Result<std::unique_ptr<VirtioNet>> VirtioNet::create_on_fd(UniqueFd fd, const MacAddress& mac,
-                                                           GuestMemory& memory,
-                                                           io::EventLoop& loop) {
+                                                           GuestMemory& memory, io::EventLoop& loop,
+                                                           const NetRateLimiters& limiters) {
   if (!fd) {
     return fail_errno("virtio-net: the TAP fd", errno);
   }
@@ -64,6 +67,7 @@ Result<std::unique_ptr<VirtioNet>> VirtioNet::create_on_fd(UniqueFd fd, const Ma
   VirtioNet* self = device.get();
   device->dispatch_ = DSEC_TRY(
       LoopDispatch::create(loop, device->mutex_, [self](uint16_t queue) { self->serve(queue); }));
+  device->replace_limiters(limiters);
   // The TAP is watched from activation on (serve(kRxQueue)).
   return device;
 }
@@ -124,6 +128,31 @@ void VirtioNet::on_tap_readable() {
   process_rx();
 }
 
+void VirtioNet::replace_limiters(const NetRateLimiters& limiters) {
+  for (auto [limiter, config, queue] : {std::tuple{&rx_limiter_, &limiters.rx, kRxQueue},
+                                        std::tuple{&tx_limiter_, &limiters.tx, kTxQueue}}) {
+    if (config->limits()) {
+      limiter->emplace(*config, loop_, [this, queue] { on_tokens(queue); });
+    } else {
+      limiter->reset();
+    }
+  }
+}
+
+void VirtioNet::set_rate_limiters(const NetRateLimiters& limiters) {
+  dispatch_->on_loop_thread();
+  const std::lock_guard lock(mutex_);
+  replace_limiters(limiters);
+  serve(kTxQueue);
+  serve(kRxQueue);
+}
+
+void VirtioNet::on_tokens(uint16_t queue) {
+  dispatch_->on_loop_thread();
+  const std::lock_guard lock(mutex_);
+  serve(queue);
+}
+
 void VirtioNet::serve(uint16_t queue) {
   if (!interrupt_) {
     return;  // not active
@@ -136,8 +165,15 @@ void VirtioNet::serve(uint16_t queue) {
 }
 
 void VirtioNet::process_tx() {
-  serve_available_chains(queues_[kTxQueue], memory_, *interrupt_, {"virtio-net", log_limiter_},
-                         [this](const DescriptorChain& chain) { return send_frame(chain); });
+  serve_available_chains(
+      queues_[kTxQueue], memory_, *interrupt_, {"virtio-net", log_limiter_},
+      [this](const DescriptorChain& chain) { return send_frame(chain); },
+      [this](const DescriptorChain& chain) {
+        // A chain too short for its header costs an op; send_frame() then refuses it.
+        const uint64_t readable = chain.readable_bytes();
+        return !tx_limiter_ ||
+               tx_limiter_->admit(readable > kHeaderSize ? readable - kHeaderSize : 0);
+      });
 }
 
 Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
@@ -201,6 +237,13 @@ void VirtioNet::process_rx() {
     }
     if (!chain->has_value()) {
       // No buffer: keep the frame and wait for the guest's rx notification.
+      unwatch_tap();
+      break;
+    }
+    if (rx_limiter_ && !rx_limiter_->admit(frame_len_)) {
+      // Out of tokens: the frame waits, the TAP queues (then drops) what follows, and the
+      // limiter's timer calls on_tokens().
+      q.undo_pop();
       unwatch_tap();
       break;
     }

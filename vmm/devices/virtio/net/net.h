@@ -11,8 +11,10 @@
 // (loop_dispatch.h). activate() and reset() may come from a vCPU thread. When the guest
 // has no rx buffer, the device keeps the frame it read, stops watching the TAP (so the
 // kernel queues, then drops, what follows), and resumes when the guest notifies the rx
-// queue. The loop and the guest memory must outlive the device, and the device must be
-// destroyed on the loop thread or while the loop is not running.
+// queue. The same happens when the rx rate limiter is out of tokens, until its timer on
+// the loop fires; the tx rate limiter leaves the guest's frames in the tx ring meanwhile.
+// The loop and the guest memory must outlive the device, and the device must be destroyed
+// on the loop thread or while the loop is not running.
 #pragma once
 
 #include <array>
@@ -27,6 +29,7 @@
 #include "vmm/common/error.h"
 #include "vmm/common/log_rate_limiter.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/devices/rate_limiter.h"
 #include "vmm/devices/virtio/loop_dispatch.h"
 #include "vmm/devices/virtio/net/tap.h"
 #include "vmm/devices/virtio/virtio_device.h"
@@ -46,6 +49,13 @@ using MacAddress = std::array<uint8_t, 6>;
 Result<MacAddress> parse_mac(const std::string& text);
 std::string format_mac(const MacAddress& mac);
 
+// Firecracker's rx_rate_limiter and tx_rate_limiter: each frame is one op, and its bytes
+// (the Ethernet frame, without the virtio header) its bandwidth.
+struct NetRateLimiters {
+  devices::RateLimiterConfig rx{};
+  devices::RateLimiterConfig tx{};
+};
+
 class VirtioNet final : public VirtioDevice {
  public:
   static constexpr uint16_t kRxQueue = 0;
@@ -59,11 +69,13 @@ class VirtioNet final : public VirtioDevice {
   // Opens (or creates) the TAP and registers the device's watches on `loop`: call it on
   // the loop's thread, or before the loop runs.
   static Result<std::unique_ptr<VirtioNet>> create(const TapConfig& tap, const MacAddress& mac,
-                                                   GuestMemory& memory, io::EventLoop& loop);
+                                                   GuestMemory& memory, io::EventLoop& loop,
+                                                   const NetRateLimiters& limiters = {});
   // The same on an fd already open that carries one Ethernet frame per read and write,
   // non-blocking (a TAP, or in tests a SOCK_SEQPACKET socket).
   static Result<std::unique_ptr<VirtioNet>> create_on_fd(UniqueFd fd, const MacAddress& mac,
-                                                         GuestMemory& memory, io::EventLoop& loop);
+                                                         GuestMemory& memory, io::EventLoop& loop,
+                                                         const NetRateLimiters& limiters = {});
   ~VirtioNet() override;
   VirtioNet(const VirtioNet&) = delete;
   VirtioNet& operator=(const VirtioNet&) = delete;
@@ -79,12 +91,18 @@ class VirtioNet final : public VirtioDevice {
   void notify(uint16_t queue) override;
 
   const MacAddress& mac() const { return mac_; }
+  // New rate limiters (Firecracker's PATCH /network-interfaces/{id}), in force from the
+  // next frame; frames the old ones held back go now if the new ones let them. On the
+  // loop's thread.
+  void set_rate_limiters(const NetRateLimiters& limiters);
 
  private:
   VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop);
 
   // On the loop thread.
   void on_tap_readable();
+  // A rate limiter's timer: serves `queue` again.
+  void on_tokens(uint16_t queue);
   // With mutex_ held, on the loop thread.
   void serve(uint16_t queue);
   void process_tx();
@@ -95,6 +113,8 @@ class VirtioNet final : public VirtioDevice {
   void watch_tap();
   void unwatch_tap();
   void report_broken(const Error& error);
+  // With mutex_ held, or before the device is shared.
+  void replace_limiters(const NetRateLimiters& limiters);
 
   UniqueFd fd_;
   const MacAddress mac_;
@@ -111,6 +131,8 @@ class VirtioNet final : public VirtioDevice {
   bool frame_pending_ = false;
   std::vector<uint8_t> tx_scratch_;
   LogRateLimiter log_limiter_;
+  std::optional<devices::LoopRateLimiter> rx_limiter_;  // with a limit configured
+  std::optional<devices::LoopRateLimiter> tx_limiter_;
 };
 
 }  // namespace dsec::virtio

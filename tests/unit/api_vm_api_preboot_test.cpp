@@ -1,0 +1,275 @@
+// Firecracker's pre-boot endpoints over a fake backend: a fresh VMM configured request by
+// request and started with InstanceStart, and the order rules around it (configuration
+// only before the start, a load only on a VMM nothing was configured on, the actions that
+// need a VM). A refused request never reaches the backend and changes nothing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/support/api_calls.h"
+#include "tests/support/fake_vm_backend.h"
+#include "tests/support/temp_dir.h"
+#include "vmm/api/vm_api.h"
+
+namespace dsec::api {
+namespace {
+
+using test::FakeVmBackend;
+using test::fault_of;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr const char* kStart = R"({"action_type": "InstanceStart"})";
+constexpr const char* kLoad = R"({"snapshot_path": "/s/state", "mem_file_path": "/s/memory"})";
+
+class ApiVmApiPreboot : public ::testing::Test {
+ protected:
+  ApiVmApiPreboot() {
+    std::ofstream(kernel_) << "kernel";
+    std::ofstream(rootfs_) << "rootfs";
+  }
+  HttpResponse call(Method method, const std::string& path, const std::string& body = "") {
+    return test::call(api_, method, path, body);
+  }
+  HttpResponse put(const std::string& path, const std::string& body) {
+    return call(Method::kPut, path, body);
+  }
+  std::string boot_source() const {
+    return nlohmann::json{{"kernel_image_path", kernel_}, {"boot_args", "console=ttyS0"}}.dump();
+  }
+  std::string root_drive() const {
+    return nlohmann::json{{"drive_id", "rootfs"},
+                          {"path_on_host", rootfs_},
+                          {"is_root_device", true},
+                          {"is_read_only", false}}
+        .dump();
+  }
+  // Every pre-boot request, each valid on a fresh VMM.
+  std::vector<std::tuple<Method, std::string, std::string>> configuration() const {
+    return {{Method::kPut, "/boot-source", boot_source()},
+            {Method::kPut, "/machine-config", R"({"vcpu_count": 2, "mem_size_mib": 256})"},
+            {Method::kPatch, "/machine-config", R"({"vcpu_count": 1})"},
+            {Method::kPut, "/drives/rootfs", root_drive()},
+            {Method::kPut, "/network-interfaces/net1",
+             R"({"iface_id": "net1", "host_dev_name": "tap0"})"},
+            {Method::kPut, "/vsock",
+             nlohmann::json{{"guest_cid", 3}, {"uds_path", dir_.file("v.sock")}}.dump()},
+            {Method::kPut, "/entropy", "{}"},
+            {Method::kPut, "/logger", R"({"level": "Info"})"}};
+  }
+
+  test::TempDir dir_;
+  const std::string kernel_ = dir_.file("vmlinux");
+  const std::string rootfs_ = dir_.file("rootfs.ext4");
+  FakeVmBackend backend_;
+  VmApi api_{backend_, "fresh"};
+};
+
+TEST_F(ApiVmApiPreboot, AFreshVmmIsConfiguredRequestByRequestThenStarted) {
+  ASSERT_EQ(put("/logger", R"({"log_path": "/run/fc.log", "level": "Debug"})").status, 204);
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  ASSERT_EQ(put("/drives/rootfs", root_drive()).status, 204);
+  ASSERT_EQ(put("/machine-config", R"({"vcpu_count": 2, "mem_size_mib": 1024})").status, 204);
+  ASSERT_EQ(
+      put("/network-interfaces/net1",
+          R"({"iface_id": "net1", "guest_mac": "06:00:AC:10:00:02", "host_dev_name": "tap0"})")
+          .status,
+      204);
+  ASSERT_EQ(
+      put("/vsock", nlohmann::json{{"guest_cid", 7}, {"uds_path", dir_.file("v.sock")}}.dump())
+          .status,
+      204);
+  ASSERT_EQ(put("/entropy", "{}").status, 204);
+  EXPECT_THAT(backend_.calls, ElementsAre("logger")) << "nothing is built before the start";
+
+  // What is configured so far, in Firecracker's shapes.
+  const auto machine = nlohmann::json::parse(call(Method::kGet, "/machine-config").body);
+  EXPECT_EQ(machine.at("vcpu_count"), 2);
+  EXPECT_EQ(machine.at("mem_size_mib"), 1024);
+  const auto config = nlohmann::json::parse(call(Method::kGet, "/vm/config").body);
+  EXPECT_EQ(config.at("boot-source").at("kernel_image_path"), kernel_);
+  EXPECT_EQ(config.at("drives")[0].at("drive_id"), "rootfs");
+  EXPECT_EQ(config.at("drives")[0].at("is_root_device"), true);
+  EXPECT_EQ(config.at("network-interfaces")[0].at("iface_id"), "net1");
+  EXPECT_EQ(config.at("vsock").at("guest_cid"), 7);
+  EXPECT_TRUE(config.at("entropy").is_object());
+
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+  EXPECT_THAT(backend_.calls, ElementsAre("logger", "boot"));
+  ASSERT_TRUE(backend_.logger);
+  EXPECT_EQ(backend_.logger->log_path, "/run/fc.log");
+  ASSERT_TRUE(backend_.booted);
+  const machine::MachineConfig& booted = *backend_.booted;
+  EXPECT_EQ(booted.kernel_path, kernel_);
+  EXPECT_EQ(booted.vcpus, 2u);
+  EXPECT_EQ(booted.memory_mib, 1024u);
+  ASSERT_EQ(booted.drives.size(), 1u);
+  EXPECT_EQ(booted.drives[0].path, rootfs_);
+  EXPECT_TRUE(booted.rng);
+  // The root drive reaches the guest's command line, before boot_args.
+  EXPECT_THAT(machine::guest_cmdline(booted), HasSubstr("root=/dev/vda rw console=ttyS0"));
+  EXPECT_EQ(nlohmann::json::parse(call(Method::kGet, "/").body).at("state"), "Running");
+}
+
+TEST_F(ApiVmApiPreboot, ConfigurationIsRefusedOnceTheVmStartedAndChangesNothing) {
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+  for (const auto& [method, path, body] : configuration()) {
+    const auto r = call(method, path, body);
+    EXPECT_EQ(r.status, 400) << path;
+    EXPECT_THAT(fault_of(r), HasSubstr("is not supported after the VM started")) << path;
+  }
+  const auto again = put("/actions", kStart);
+  EXPECT_EQ(again.status, 400);
+  EXPECT_THAT(fault_of(again), HasSubstr("InstanceStart is not supported after the VM started"));
+  EXPECT_THAT(backend_.calls, ElementsAre("boot"));
+  EXPECT_EQ(nlohmann::json::parse(call(Method::kGet, "/machine-config").body).at("vcpu_count"), 1);
+}
+
+TEST_F(ApiVmApiPreboot, AVmBootedByTheCommandLineTakesNoConfigurationEither) {
+  backend_.current = InstanceState::kRunning;  // `run --api-sock`
+  const auto r = put("/drives/rootfs", root_drive());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(fault_of(r), HasSubstr("PUT /drives is not supported after the VM started"));
+}
+
+TEST_F(ApiVmApiPreboot, ABadBodyIsRefusedBeforeTheOrderRules) {
+  backend_.current = InstanceState::kRunning;
+  const auto r = put("/boot-source", R"({"kernel_image_path": 5})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(fault_of(r), HasSubstr("must be a string, not an integer"));
+}
+
+TEST_F(ApiVmApiPreboot, InstanceStartNeedsABootSourceAndAFailedStartLeavesTheVmmFresh) {
+  const auto bare = put("/actions", kStart);
+  EXPECT_EQ(bare.status, 400);
+  EXPECT_THAT(fault_of(bare), HasSubstr("cannot start the VM without a kernel"));
+  EXPECT_TRUE(backend_.calls.empty());
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  backend_.fail_next = "InstanceStart: KVM_CREATE_VM: Too many open files";
+  const auto failed = put("/actions", kStart);
+  EXPECT_EQ(failed.status, 400);
+  EXPECT_EQ(fault_of(failed), "InstanceStart: KVM_CREATE_VM: Too many open files");
+  EXPECT_EQ(nlohmann::json::parse(call(Method::kGet, "/").body).at("state"), "Not started");
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+}
+
+TEST_F(ApiVmApiPreboot, ALoadIsRefusedAfterAnyBootConfigurationButNotAfterTheLogger) {
+  ASSERT_EQ(put("/logger", R"({"level": "Warning"})").status, 204);
+  ASSERT_EQ(put("/snapshot/load", kLoad).status, 204);
+  EXPECT_THAT(backend_.calls, ElementsAre("logger", "load"));
+  for (const auto& [method, path, body] : configuration()) {
+    if (path == "/logger") {
+      continue;
+    }
+    FakeVmBackend backend;
+    VmApi api(backend, "fresh");
+    const auto configured = test::call(api, method, path, body);
+    ASSERT_EQ(configured.status, 204) << path << ": " << configured.body;
+    const auto r = test::call(api, Method::kPut, "/snapshot/load", kLoad);
+    EXPECT_EQ(r.status, 400) << path;
+    EXPECT_THAT(fault_of(r),
+                HasSubstr("cannot load a snapshot: this VMM was configured for a boot"))
+        << path;
+    EXPECT_TRUE(backend.calls.empty()) << path;
+  }
+}
+
+TEST_F(ApiVmApiPreboot, TheActionsThatNeedAVmReachItOrSayWhatIsMissing) {
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+  EXPECT_EQ(put("/actions", R"({"action_type": "SendCtrlAltDel"})").status, 204);
+  EXPECT_THAT(backend_.calls, ElementsAre("boot", "ctrl-alt-del"));
+  const auto flush = put("/actions", R"({"action_type": "FlushMetrics"})");
+  EXPECT_EQ(flush.status, 400);
+  EXPECT_THAT(fault_of(flush), HasSubstr("FlushMetrics is not supported"));
+}
+
+TEST_F(ApiVmApiPreboot, PatchChangesARunningVmsRateLimitersBucketByBucket) {
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  auto limited = nlohmann::json::parse(root_drive());
+  limited["rate_limiter"] = {{"bandwidth", {{"size", 1000}, {"refill_time", 10}}},
+                             {"ops", {{"size", 5}, {"refill_time", 10}}}};
+  ASSERT_EQ(put("/drives/rootfs", limited.dump()).status, 204);
+  ASSERT_EQ(put("/network-interfaces/net1", R"({"iface_id": "net1", "host_dev_name": "tap0",
+                "rx_rate_limiter": {"ops": {"size": 1, "refill_time": 1}}})")
+                .status,
+            204);
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+
+  // A bucket given replaces the drive's; the other stays.
+  EXPECT_EQ(call(Method::kPatch, "/drives/rootfs", R"({"drive_id": "rootfs",
+                 "rate_limiter": {"bandwidth": {"size": 0, "refill_time": 0}}})")
+                .status,
+            204);
+  const auto& drive = backend_.machine_config.drives.at(0).rate_limiter;
+  EXPECT_FALSE(drive.bandwidth->limits());
+  EXPECT_EQ(drive.ops,
+            (devices::TokenBucketConfig{.size = 5, .one_time_burst = 0, .refill_time_ms = 10}));
+  EXPECT_EQ(call(Method::kPatch, "/network-interfaces/net1", R"({"iface_id": "net1",
+                 "tx_rate_limiter": {"ops": {"size": 2, "refill_time": 3}}})")
+                .status,
+            204);
+  EXPECT_TRUE(backend_.machine_config.net->rx_rate_limiter.limits());
+  EXPECT_EQ(backend_.machine_config.net->tx_rate_limiter.ops,
+            (devices::TokenBucketConfig{.size = 2, .one_time_burst = 0, .refill_time_ms = 3}));
+  // GET /vm/config shows the VM's limiters as they are now.
+  const auto config = nlohmann::json::parse(call(Method::kGet, "/vm/config").body);
+  EXPECT_EQ(config.at("drives")[0].at("rate_limiter").at("bandwidth").at("size"), 0);
+  EXPECT_EQ(config.at("network-interfaces")[0].at("tx_rate_limiter").at("ops").at("size"), 2);
+  EXPECT_THAT(backend_.calls, ElementsAre("boot", "drive-rate-limiter", "net-rate-limiters"));
+}
+
+TEST_F(ApiVmApiPreboot, PatchRefusesWhatItCannotChangeAndDevicesTheVmLacks) {
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  ASSERT_EQ(put("/drives/rootfs", root_drive()).status, 204);
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+  const auto refused = [&](const std::string& path, const std::string& body) {
+    const auto r = call(Method::kPatch, path, body);
+    EXPECT_EQ(r.status, 400) << body;
+    return fault_of(r);
+  };
+  EXPECT_THAT(refused("/drives/rootfs", R"({"drive_id": "rootfs", "path_on_host": "/d/other"})"),
+              HasSubstr("'path_on_host' in the body is not supported"));
+  EXPECT_THAT(refused("/drives/scratch", R"({"drive_id": "scratch"})"),
+              HasSubstr("the VM has no drive 'scratch'"));
+  EXPECT_THAT(refused("/drives/rootfs", R"({"drive_id": "rootfs",
+                      "rate_limiter": {"ops": {"size": -1, "refill_time": 1}}})"),
+              HasSubstr("'size' in rate_limiter.ops must be a non-negative integer"));
+  EXPECT_THAT(refused("/network-interfaces/net1", R"({"iface_id": "net1"})"),
+              HasSubstr("the VM has no network interface 'net1'"));
+  EXPECT_THAT(refused("/network-interfaces/net1", R"({"iface_id": "net1", "mtu": 1})"),
+              HasSubstr("unknown field 'mtu'"));
+  EXPECT_THAT(backend_.calls, ElementsAre("boot"));
+}
+
+TEST_F(ApiVmApiPreboot, WhatThisVmmCannotDoIsRefusedNotIgnored) {
+  const auto metrics = put("/metrics", R"({"metrics_path": "/run/fc.metrics"})");
+  EXPECT_EQ(metrics.status, 400);
+  EXPECT_THAT(fault_of(metrics), HasSubstr("dsec-vmm writes no Firecracker metrics yet"));
+  const auto smt = put("/machine-config", R"({"vcpu_count": 2, "mem_size_mib": 256, "smt": true})");
+  EXPECT_EQ(smt.status, 400);
+  EXPECT_THAT(fault_of(smt), HasSubstr("'smt': true is not supported"));
+  const auto second =
+      put("/network-interfaces/net1", R"({"iface_id": "net1", "host_dev_name": "t0"})");
+  ASSERT_EQ(second.status, 204);
+  const auto third =
+      put("/network-interfaces/net2", R"({"iface_id": "net2", "host_dev_name": "t1"})");
+  EXPECT_EQ(third.status, 400);
+  EXPECT_THAT(fault_of(third), HasSubstr("one network interface"));
+  // The path's id and the body's must agree.
+  const auto mismatch = put("/drives/other", root_drive());
+  EXPECT_EQ(mismatch.status, 400);
+  EXPECT_THAT(fault_of(mismatch), HasSubstr("does not match \"other\" in the path"));
+  EXPECT_TRUE(backend_.calls.empty());
+}
+
+TEST_F(ApiVmApiPreboot, VersionIsFirecrackersShape) {
+  const auto r = call(Method::kGet, "/version");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(nlohmann::json::parse(r.body).at("firecracker_version"), kVmmVersion);
+}
+
+}  // namespace
+}  // namespace dsec::api
