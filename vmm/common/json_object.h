@@ -39,6 +39,7 @@ class JsonObject {
   // The same, where the field may be absent (nullopt). JSON null counts as a wrong type.
   Result<std::optional<std::string>> optional_string(const char* name);
   Result<std::optional<bool>> optional_boolean(const char* name);
+  Result<std::optional<uint64_t>> optional_unsigned_int(const char* name);
   Result<std::optional<nlohmann::json>> optional_object(const char* name);
   Result<std::optional<nlohmann::json>> optional_array(const char* name);
 
