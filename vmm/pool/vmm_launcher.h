@@ -20,6 +20,7 @@ namespace dsec::pool {
 struct SandboxFiles {
   std::string vsock;
   std::string log;
+  bool operator==(const SandboxFiles&) const = default;
 };
 
 struct LaunchedVmm {
