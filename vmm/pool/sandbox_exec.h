@@ -12,8 +12,9 @@
 
 namespace dsec::pool {
 
-// Output kept per stream; the rest is counted and dropped.
-inline constexpr size_t kMaxExecOutputBytes = size_t{1} << 20;
+// Output kept per stream; the rest is counted and dropped (both streams fit one answer
+// of the API).
+inline constexpr size_t kMaxExecOutputBytes = size_t{256} * 1024;
 
 struct CollectedStream {
   std::string text;
