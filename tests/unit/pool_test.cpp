@@ -152,7 +152,7 @@ TEST_F(PoolTest, ReleaseStopsTheProcessAndRemovesItsFiles) {
   auto twice = pool->release(id);
   ASSERT_FALSE(twice);
   EXPECT_EQ(twice.error().status, 410);
-  EXPECT_THAT(twice.error().message, HasSubstr("being stopped"));
+  EXPECT_THAT(twice.error().message, HasSubstr("is gone: it was released"));
   ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(id); }));
   EXPECT_FALSE(process_exists(pid)) << "stopped and reaped";
   EXPECT_FALSE(std::filesystem::exists(state_dir() + "/sandboxes/" + id + ".json"));

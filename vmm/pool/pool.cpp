@@ -62,7 +62,7 @@ Pool::~Pool() {
   shutdown();
 }
 
-PoolResult<nlohmann::json> Pool::add_image(ImageSpec spec) {
+PoolResult<nlohmann::json> Pool::add_image(const ImageSpec& spec) {
   const auto files = snapshot::snapshot_files(spec.snapshot_dir);
   std::error_code ec;
   const auto guest_bytes = std::filesystem::file_size(files.memory, ec);
@@ -83,9 +83,10 @@ PoolResult<nlohmann::json> Pool::add_image(ImageSpec spec) {
   return image_spec_json(spec);
 }
 
-PoolResult<nlohmann::json> Pool::register_image(ImageSpec spec) {
-  auto added = DSEC_TRY(add_image(std::move(spec)));
+PoolResult<nlohmann::json> Pool::register_image(const ImageSpec& spec) {
+  auto added = DSEC_TRY(add_image(spec));
   std::vector<ImageSpec> specs;
+  specs.reserve(images_.size());
   for (const auto& [name, image] : images_) {
     specs.push_back(image.spec);
   }
@@ -207,9 +208,7 @@ void Pool::on_ready_readable(const std::string& id) {
   std::array<char, 64> buffer{};
   const ssize_t n = ::read(s.ready.get(), buffer.data(), buffer.size());
   if (n > 0 && std::string_view(buffer.data(), static_cast<size_t>(n)).starts_with("ready\n")) {
-    (void)loop_.remove_watch(*s.ready_watch);
-    s.ready_watch.reset();
-    s.ready.reset();
+    stop_watching_ready(s);
     cancel_timer(s);
     restore_latency_.observe(Clock::now() - s.launched);
     s.record.state = SandboxState::kReady;
@@ -220,9 +219,7 @@ void Pool::on_ready_readable(const std::string& id) {
   if (n < 0 && errno == EINTR) {
     return;
   }
-  (void)loop_.remove_watch(*s.ready_watch);
-  s.ready_watch.reset();
-  s.ready.reset();
+  stop_watching_ready(s);
   // End of file: the VMM closed the pipe, most likely as it ended; its pidfd tells how,
   // and the ready deadline stops one that lives on without serving. Anything but the ready
   // line is a VMM that does not speak the protocol.
@@ -230,6 +227,14 @@ void Pool::on_ready_readable(const std::string& id) {
     ++counters_.refill_errors;
     stop(s, "its VMM wrote something other than the ready line", 410);
   }
+}
+
+void Pool::stop_watching_ready(Sandbox& sandbox) {
+  if (sandbox.ready_watch) {
+    (void)loop_.remove_watch(*sandbox.ready_watch);
+    sandbox.ready_watch.reset();
+  }
+  sandbox.ready.reset();
 }
 
 void Pool::on_exit(const std::string& id) {
@@ -356,7 +361,7 @@ PoolResult<Pool::Sandbox*> Pool::in_use(const std::string& id) {
   }
   Sandbox& s = *it->second;
   if (s.record.state == SandboxState::kStopping) {
-    return std::unexpected(error(410, "sandbox " + id + " is being stopped"));
+    return std::unexpected(gone(id));  // released, expired, or not serving: it says which
   }
   if (s.record.state != SandboxState::kInUse) {
     return std::unexpected(error(409, "sandbox " + id + " is " +
@@ -422,6 +427,7 @@ nlohmann::json Pool::sandbox_view(const Sandbox& s) const {
 
 std::string Pool::metrics() const {
   std::vector<ImageGauges> gauges;
+  gauges.reserve(images_.size());
   for (const auto& [name, image] : images_) {
     gauges.push_back({.image = name,
                       .ready = count(name, SandboxState::kReady),
@@ -434,11 +440,7 @@ std::string Pool::metrics() const {
 void Pool::stop(Sandbox& sandbox, std::string why, int status) {
   remember_end(sandbox.record.id, status, std::move(why));
   cancel_timer(sandbox);
-  if (sandbox.ready_watch) {
-    (void)loop_.remove_watch(*sandbox.ready_watch);
-    sandbox.ready_watch.reset();
-    sandbox.ready.reset();
-  }
+  stop_watching_ready(sandbox);
   sandbox.record.state = SandboxState::kStopping;
   persist(sandbox);
   if (auto sent = signal_pidfd(sandbox.pidfd.get(), SIGTERM); !sent) {

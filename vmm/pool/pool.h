@@ -64,7 +64,7 @@ class Pool {
   // stopped, dead ones reported lost and their files removed. Then refills.
   void recover();
 
-  PoolResult<nlohmann::json> register_image(ImageSpec spec);
+  PoolResult<nlohmann::json> register_image(const ImageSpec& spec);
   nlohmann::json images_json() const;
 
   PoolResult<nlohmann::json> acquire(const AcquireRequest& request);
@@ -104,10 +104,12 @@ class Pool {
   };
 
   // register_image without saving images.json or refilling: recover()'s.
-  PoolResult<nlohmann::json> add_image(ImageSpec spec);
+  PoolResult<nlohmann::json> add_image(const ImageSpec& spec);
   PoolResult<Sandbox*> launch(const Image& image);
   // The ready pipe became readable (or a synchronous acquire saw it so).
   void on_ready_readable(const std::string& id);
+  // Closes the ready pipe and its watch.
+  void stop_watching_ready(Sandbox& sandbox);
   // The VMM's pidfd became readable: it ended.
   void on_exit(const std::string& id);
   // Waits (blocking the loop) until `sandbox` is ready or ended; false when it ended.

@@ -36,7 +36,7 @@ api::Router pool_router(Pool& pool) {
     if (!spec) {
       return bad_body(spec.error());
     }
-    return answer(pool.register_image(std::move(*spec)));
+    return answer(pool.register_image(*spec));
   });
   router.add(Method::kGet, "/sandboxes", [&pool](const HttpRequest&, const Args&) {
     return HttpResponse::json(pool.sandboxes_json());
