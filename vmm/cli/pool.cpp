@@ -119,10 +119,10 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
       "supervised through its pidfd on the daemon's one event loop. The daemon keeps its "
       "images and a record per sandbox in --state-dir, and a daemon started again after a "
       "crash adopts the VMMs that still run. SIGTERM or SIGINT stops every VMM and removes "
-      "the socket and every file the daemon made. Requests are answered one at a time: an "
-      "exec or an acquire that restores a clone on the spot holds the others until it ends. "
-      "The daemon runs without a seccomp filter; its VMMs have theirs (--seccomp, on by "
-      "default).");
+      "the socket and every file the daemon made (the state directory is left empty). "
+      "Requests are answered one at a time: an exec or an acquire that restores a clone on "
+      "the spot holds the others until it ends. The daemon runs without a seccomp filter; "
+      "its VMMs have theirs (--seccomp, on by default).");
   pool->add_option("--state-dir", options->state_dir,
                    "The daemon's directory: images.json, and each sandbox's record, vsock "
                    "socket and log under sandboxes/ (made if missing; one daemon per directory)")
