@@ -123,8 +123,10 @@ inline std::optional<Banner> find_banner(const std::string& console) {
 // A file in a fresh temporary directory that is removed with this object.
 class TempDir {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "dsec-e2e-XXXXXX").string();
+  TempDir() : TempDir(std::filesystem::temp_directory_path()) {}
+  // Under `base` (/run, a local tmpfs in the test bed, for Unix sockets).
+  explicit TempDir(const std::filesystem::path& base) {
+    std::string pattern = (base / "dsec-e2e-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) {
       ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
     }
@@ -137,6 +139,7 @@ class TempDir {
     std::filesystem::remove_all(path_, ec);
   }
   std::filesystem::path file(const std::string& name) const { return path_ / name; }
+  const std::filesystem::path& path() const { return path_; }
 
  private:
   std::filesystem::path path_;

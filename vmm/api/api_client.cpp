@@ -100,6 +100,10 @@ Result<HttpReply> ApiClient::request(std::string_view method, std::string_view p
       sent += static_cast<size_t>(n);
     } else if (n < 0 && errno == EAGAIN) {
       DSEC_TRY(wait_for(fd->get(), POLLOUT, deadline, what));
+    } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+      // The server may have answered and closed before it took the whole request (a body
+      // over its limit): its answer, already sent, is still there to read.
+      break;
     } else if (n < 0 && errno != EINTR) {
       return fail_errno(what + ": sending the request", errno);
     }

@@ -57,6 +57,10 @@ class ApiServer {
   // connection and removes the socket file. Idempotent; not from the handler.
   void stop();
   const std::string& path() const { return path_; }
+  // The API thread's event loop, for a daemon whose other work runs on that same thread
+  // (dsec-vmm pool: child processes' pidfds, timers). Use it only on the API thread (from
+  // the handler or from callbacks on the loop), or before serve().
+  io::EventLoop& loop() { return loop_; }
 
  private:
   struct Connection {

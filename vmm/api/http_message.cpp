@@ -11,6 +11,8 @@ std::string_view reason_phrase(int status) {
       return "Continue";
     case 200:
       return "OK";
+    case 201:
+      return "Created";
     case 204:
       return "No Content";
     case 400:
@@ -19,8 +21,18 @@ std::string_view reason_phrase(int status) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 429:
+      return "Too Many Requests";
     case 500:
       return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
     default:
       return "Unknown";
   }
@@ -59,11 +71,19 @@ HttpResponse HttpResponse::json(const nlohmann::json& body, int status) {
   // Replace, not throw, on invalid UTF-8: a path the client sent may be echoed back.
   return {.status = status,
           .body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+          .content_type = "application/json",
+          .headers = {}};
+}
+
+HttpResponse HttpResponse::text(std::string body, std::string content_type) {
+  return {.status = 200,
+          .body = std::move(body),
+          .content_type = std::move(content_type),
           .headers = {}};
 }
 
 HttpResponse HttpResponse::no_content() {
-  return {.status = 204, .body = {}, .headers = {}};
+  return {.status = 204, .body = {}, .content_type = {}, .headers = {}};
 }
 
 HttpResponse HttpResponse::fault(const std::string& message, int status) {
@@ -77,7 +97,7 @@ std::string HttpResponse::serialize(bool close) const {
     out += fmt::format("{}: {}\r\n", name, value);
   }
   if (!body.empty()) {
-    out += "Content-Type: application/json\r\n";
+    out += fmt::format("Content-Type: {}\r\n", content_type);
   }
   // A 204 carries no Content-Length (RFC 9110 8.6); everything else says how long it is.
   if (status != 204) {

@@ -32,12 +32,15 @@ struct HttpRequest {
 
 struct HttpResponse {
   int status = 200;
-  std::string body;  // JSON when not empty
+  std::string body;  // JSON when not empty, unless content_type says otherwise
+  std::string content_type = "application/json";
   // Extra headers, e.g. Allow on a 405.
   std::vector<std::pair<std::string, std::string>> headers;
 
   // 200 with `body` as JSON.
   static HttpResponse json(const nlohmann::json& body, int status = 200);
+  // 200 with `body` as plain text (Prometheus' exposition format, say).
+  static HttpResponse text(std::string body, std::string content_type);
   // 204, no body: a request that succeeded and has nothing to say.
   static HttpResponse no_content();
   // An error: `status` (400 unless 404/405) with Firecracker's {"fault_message": ...}.

@@ -56,6 +56,7 @@ int main(int argc, char** argv) try {
   dsec::cli::add_smoke_command(app, action);
   dsec::cli::add_exec_command(app, action);
   dsec::cli::add_image_command(app, action);
+  dsec::cli::add_pool_command(app, action);
 
   CLI11_PARSE(app, argc, argv);
   return action();

@@ -31,6 +31,7 @@ struct RestoreOptions {
   ConsoleOptions console;
   std::string metrics_file;
   double agent_timeout_s = 30;
+  int ready_fd = -1;  // written "ready\n" and closed once the agent took its clone sync
   ApiOptions api;
   seccomp::Mode seccomp = seccomp::Mode::kOn;
   JailOptions jail;
@@ -64,6 +65,19 @@ Result<machine::RestoreOverrides> overrides_of(const RestoreOptions& o) {
     overrides.drive_paths.emplace_back(d);
   }
   return overrides;
+}
+
+// Tells whoever holds the other end of --ready-fd (dsec-vmm pool) that the clone serves.
+// A reader that is gone is no reason to stop the clone: it only logs.
+void tell_ready(int fd) {
+  if (fd < 0) {
+    return;
+  }
+  static constexpr char kReady[] = "ready\n";
+  if (::write(fd, kReady, sizeof(kReady) - 1) != static_cast<ssize_t>(sizeof(kReady) - 1)) {
+    spdlog::warn("restore: --ready-fd {}: nobody took the ready line", fd);
+  }
+  ::close(fd);
 }
 
 // Restores the snapshot and runs the clone to its end; in a jail, `jailed` is locked down
@@ -110,6 +124,7 @@ int restore_vm(const RestoreOptions& options, jail::JailedProcess* jailed,
     DSEC_TRY(machine::sync_restored_clone(vm, timeout));
     spdlog::info("restore: agent answering, RNG reseeded and clock set {:.1f} ms after start",
                  ms_since(process_start));
+    tell_ready(options.ready_fd);
     return ok();
   };
   return serve_vm(build, serve, process_start);
@@ -140,6 +155,9 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
       if (const auto net = DSEC_TRY(parse_net(options.net)); net.tap_fd >= 0) {
         made.config.kept_fds.push_back(net.tap_fd);
       }
+    }
+    if (options.ready_fd >= 0) {
+      made.config.kept_fds.push_back(options.ready_fd);
     }
     return made;
   }();
@@ -193,6 +211,12 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
       ->add_option("--agent-timeout", options->agent_timeout_s,
                    "Seconds to wait for the clone's agent to take its entropy and clock")
       ->capture_default_str();
+  restore
+      ->add_option("--ready-fd", options->ready_fd,
+                   "An open descriptor (a pipe's writing end) that gets the line \"ready\" and "
+                   "is closed once the clone's agent took its entropy and clock (dsec-vmm "
+                   "pool waits on it)")
+      ->check(CLI::Range(3, 1 << 20));
   add_seccomp_option(*restore, options->seccomp);
   add_api_options(*restore, options->api,
                   "served once the clone's agent took its entropy and clock: PATCH /vm pauses "

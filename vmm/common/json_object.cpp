@@ -134,6 +134,14 @@ Result<std::optional<std::string>> JsonObject::optional_string(const char* name,
   return DSEC_TRY(checked_string(*field, name, what_, empty));
 }
 
+Result<std::optional<uint64_t>> JsonObject::optional_unsigned_int(const char* name) {
+  const json* field = DSEC_TRY(find(name, &json::is_number_unsigned, "a non-negative integer"));
+  if (field == nullptr) {
+    return std::nullopt;
+  }
+  return field->get<uint64_t>();
+}
+
 Result<std::optional<bool>> JsonObject::optional_boolean(const char* name) {
   const json* field = DSEC_TRY(find(name, &json::is_boolean, "a boolean"));
   if (field == nullptr) {

@@ -1,0 +1,279 @@
+// `dsec-vmm pool` end to end: the daemon restoring real clones of a warm image in the test
+// bed, driven over its API socket as an orchestrator would (acquire, exec, release), and
+// what an operator counts on: a VMM killed with SIGKILL reported lost and replaced, time to
+// live, 429 when full, a daemon killed with SIGKILL and started again adopting the sandbox
+// a client holds, bad input answered with a 4xx, and a SIGTERM that leaves nothing behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "tests/support/dsec_vmm.h"
+#include "tests/support/file_text.h"
+#include "tests/support/warm_image.h"
+#include "vmm/api/api_client.h"
+
+namespace dsec::test {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+// Restores in the emulated test bed take seconds each; a daemon's requests wait on them.
+constexpr auto kDeadline = 300s;
+
+bool process_exists(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+// Polls `done` every 100 ms until it holds or the deadline passed.
+bool eventually(const std::function<bool()>& done, std::chrono::seconds within = kDeadline) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  return true;
+}
+
+// A `dsec-vmm pool` process on a state directory and socket in /run (a local tmpfs in the
+// test bed: Unix sockets do not work on its 9p /tmp).
+class PoolDaemon {
+ public:
+  explicit PoolDaemon(const std::filesystem::path& dir)
+      : state_dir_(dir / "state"), socket_(dir / "pool.sock"), log_(dir / "daemon.log") {}
+  PoolDaemon(const PoolDaemon&) = delete;
+  PoolDaemon& operator=(const PoolDaemon&) = delete;
+  ~PoolDaemon() {
+    if (pid_ > 0) {
+      stop(SIGKILL);
+    }
+  }
+
+  // Starts the daemon and waits until it answers.
+  bool start() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::freopen(log_.c_str(), "a", stderr);
+      std::freopen("/dev/null", "r", stdin);
+      ::execl(kVmmBinary.c_str(), kVmmBinary.c_str(), "pool", "--state-dir", state_dir_.c_str(),
+              "--socket", socket_.c_str(), "--ready-timeout", "280", nullptr);
+      ::_exit(127);
+    }
+    return eventually([&] { return request("GET", "/images").status == 200; }, 60s);
+  }
+  // Sends `signo` and reaps the daemon; its exit status.
+  int stop(int signo) {
+    ::kill(pid_, signo);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  api::HttpReply request(std::string_view method, std::string_view path,
+                         const std::string& body = {}) const {
+    auto reply = api::ApiClient(socket_.string(), kDeadline).request(method, path, body);
+    return reply ? *reply : api::HttpReply{.status = 0, .body = reply.error().message()};
+  }
+  json get(std::string_view path) const { return json::parse(request("GET", path).body); }
+
+  std::string log() const { return file_text(log_); }
+  const std::filesystem::path& state_dir() const { return state_dir_; }
+  const std::filesystem::path& socket() const { return socket_; }
+
+  // Registers the shared warm image as "base".
+  bool register_image(const WarmImage& image, const json& limits) {
+    json body = limits;
+    body["snapshot_dir"] = image.dir.string();
+    const auto reply = request("PUT", "/images/base", body.dump());
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return reply.status == 200;
+  }
+  uint32_t count(const char* state) const {
+    const auto images = get("/images")["images"];
+    return images.empty() ? 0 : images[0]["sandboxes"][state].get<uint32_t>();
+  }
+
+ private:
+  std::filesystem::path state_dir_;
+  std::filesystem::path socket_;
+  std::filesystem::path log_;
+  pid_t pid_ = -1;
+};
+
+const WarmImage& warm_image() {
+  return shared_warm_image({"--vcpus", "2", "--memory", "256"});
+}
+
+std::filesystem::path local_base() {
+  return ::access("/run", W_OK) == 0 ? "/run" : std::filesystem::temp_directory_path();
+}
+
+// What a clean stop must leave: no VMM, no socket, no file in the state directory.
+void expect_nothing_left(const PoolDaemon& daemon, const std::vector<pid_t>& vmms) {
+  for (const pid_t pid : vmms) {
+    EXPECT_TRUE(eventually([&] { return !process_exists(pid); }, 30s)) << "VMM " << pid;
+  }
+  EXPECT_FALSE(std::filesystem::exists(daemon.socket()));
+  std::error_code ec;
+  EXPECT_TRUE(std::filesystem::is_empty(daemon.state_dir(), ec)) << daemon.log();
+}
+
+TEST(Pool, AcquireExecReleaseAndBadInputThenACleanStop) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.register_image(image, {{"ready", 1}, {"max", 2}}));
+  ASSERT_TRUE(eventually([&] { return daemon.count("ready") == 1; })) << daemon.log();
+
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  ASSERT_EQ(acquired.status, 201) << acquired.body;
+  const json sandbox = json::parse(acquired.body);
+  const std::string id = sandbox["id"];
+  EXPECT_EQ(sandbox["state"], "in_use");
+  EXPECT_TRUE(std::filesystem::exists(sandbox["vsock"].get<std::string>()));
+
+  const auto exec = daemon.request(
+      "POST", "/sandboxes/" + id + "/exec",
+      R"({"argv": ["sh", "-c", "cat; echo out; echo err >&2; exit 3"], "stdin": "in-"})");
+  ASSERT_EQ(exec.status, 200) << exec.body;
+  const json ran = json::parse(exec.body);
+  EXPECT_EQ(ran["stdout"], "in-out\n");
+  EXPECT_EQ(ran["stderr"], "err\n");
+  EXPECT_EQ(ran["exit"]["kind"], "exited");
+  EXPECT_EQ(ran["exit"]["code"], 3);
+
+  // Bad input: a 4xx that says what to fix, and the sandbox unharmed.
+  auto bad = daemon.request("POST", "/sandboxes", "{not json");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("not valid JSON"));
+  bad = daemon.request("POST", "/sandboxes", R"({"image": "base", "gpus": 1})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("unknown field 'gpus'"));
+  bad = daemon.request("POST", "/sandboxes/sb-nobody/exec", R"({"argv": ["true"]})");
+  EXPECT_EQ(bad.status, 404);
+  bad = daemon.request("POST", "/sandboxes", std::string(100 * 1024, ' '));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("larger than"));
+  bad = daemon.request("PUT", "/images/base", R"({"snapshot_dir": "/nowhere"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("holds no warm image"));
+  const auto again = daemon.request("POST", "/sandboxes/" + id + "/exec", R"({"argv": ["true"]})");
+  EXPECT_EQ(again.status, 200) << again.body;
+
+  const pid_t vmm = sandbox["pid"];
+  EXPECT_EQ(daemon.request("DELETE", "/sandboxes/" + id).status, 204);
+  EXPECT_EQ(daemon.request("DELETE", "/sandboxes/" + id).status, 410) << "release twice";
+  const auto released_exec =
+      daemon.request("POST", "/sandboxes/" + id + "/exec", R"({"argv": ["true"]})");
+  EXPECT_EQ(released_exec.status, 410);
+  EXPECT_THAT(released_exec.body, HasSubstr("released"));
+  EXPECT_TRUE(eventually([&] { return !process_exists(vmm); }, 60s));
+
+  const std::string metrics = daemon.request("GET", "/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr("dsec_pool_acquired_total 1"));
+  EXPECT_THAT(metrics, HasSubstr("dsec_pool_released_total 1"));
+  EXPECT_THAT(metrics, HasSubstr("dsec_pool_restore_seconds_count"));
+
+  std::vector<pid_t> vmms;
+  for (const auto& s : daemon.get("/sandboxes")["sandboxes"]) {
+    vmms.push_back(s["pid"]);
+  }
+  const int status = daemon.stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon.log();
+  expect_nothing_left(daemon, vmms);
+}
+
+TEST(Pool, AVmmKilledWithSigkillIsReportedLostAndReplaced) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.register_image(image, {{"ready", 1}, {"max", 2}}));
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  ASSERT_EQ(acquired.status, 201) << acquired.body;
+  const json sandbox = json::parse(acquired.body);
+  const std::string id = sandbox["id"];
+  ASSERT_EQ(::kill(sandbox["pid"].get<pid_t>(), SIGKILL), 0);
+
+  ASSERT_TRUE(eventually([&] { return daemon.request("GET", "/sandboxes/" + id).status == 410; }))
+      << daemon.log();
+  const auto lost = daemon.request("GET", "/sandboxes/" + id);
+  EXPECT_THAT(lost.body, HasSubstr("lost: its VMM killed by signal 9"));
+  EXPECT_THAT(daemon.request("GET", "/metrics").body, HasSubstr("dsec_pool_lost_total 1"));
+  EXPECT_TRUE(eventually([&] { return daemon.count("ready") == 1; })) << "refilled\n"
+                                                                      << daemon.log();
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
+}
+
+TEST(Pool, TimeToLiveFreesASandboxAndAFullPoolRefusesWith429) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.register_image(image, {{"ready", 0}, {"max", 1}}));
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base", "ttl_s": 5})");
+  ASSERT_EQ(acquired.status, 201) << acquired.body;
+  const json sandbox = json::parse(acquired.body);
+
+  const auto full = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  EXPECT_EQ(full.status, 429);
+  EXPECT_THAT(full.body, HasSubstr("maximum of 1 clones"));
+
+  const std::string id = sandbox["id"];
+  ASSERT_TRUE(eventually([&] { return daemon.request("GET", "/sandboxes/" + id).status == 410; }))
+      << daemon.log();
+  EXPECT_THAT(daemon.request("GET", "/sandboxes/" + id).body,
+              HasSubstr("reached its time to live"));
+  EXPECT_TRUE(eventually([&] { return !process_exists(sandbox["pid"].get<pid_t>()); }, 60s));
+  EXPECT_FALSE(std::filesystem::exists(sandbox["vsock"].get<std::string>()));
+  EXPECT_THAT(daemon.request("GET", "/metrics").body, HasSubstr("dsec_pool_expired_total 1"));
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
+}
+
+TEST(Pool, ADaemonKilledAndStartedAgainAdoptsTheSandboxAClientHolds) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.register_image(image, {{"ready", 0}, {"max", 2}}));
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  ASSERT_EQ(acquired.status, 201) << acquired.body;
+  const json sandbox = json::parse(acquired.body);
+  const std::string id = sandbox["id"];
+  const pid_t vmm = sandbox["pid"];
+
+  daemon.stop(SIGKILL);
+  EXPECT_TRUE(process_exists(vmm)) << "a daemon's death does not end its sandboxes";
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  const auto adopted = daemon.request("GET", "/sandboxes/" + id);
+  ASSERT_EQ(adopted.status, 200) << adopted.body << daemon.log();
+  EXPECT_EQ(json::parse(adopted.body)["state"], "in_use");
+  EXPECT_EQ(json::parse(adopted.body)["pid"], vmm);
+  const auto exec =
+      daemon.request("POST", "/sandboxes/" + id + "/exec", R"({"argv": ["echo", "still here"]})");
+  ASSERT_EQ(exec.status, 200) << exec.body;
+  EXPECT_EQ(json::parse(exec.body)["stdout"], "still here\n");
+
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
+  expect_nothing_left(daemon, {vmm});
+}
+
+}  // namespace
+}  // namespace dsec::test

@@ -1,0 +1,110 @@
+// libFuzzer target: a hostile client's bytes through the pool daemon's whole request path:
+// the HTTP connection (http_parser, limits, pipelining), the pool's router, its request
+// bodies' parsers, and a real Pool on a real event loop and state directory, with one
+// image registered. Its launcher starts nothing (an acquire is answered 503, as when a
+// clone cannot start), so no input makes a process. Nothing may crash, every answer must
+// be well formed with a status the API documents (docs/pool.md), and the output may not
+// grow past its limit by more than one answer.
+#include <stdlib.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string_view>
+
+#include "vmm/api/http_connection.h"
+#include "vmm/io/event_loop.h"
+#include "vmm/pool/pool.h"
+#include "vmm/pool/pool_api.h"
+
+namespace {
+
+class RefusingLauncher final : public dsec::pool::VmmLauncher {
+ public:
+  dsec::Result<dsec::pool::LaunchedVmm> launch(const std::string& /*snapshot_dir*/,
+                                               const dsec::pool::SandboxFiles& /*files*/) override {
+    return dsec::fail("the fuzz target starts no VMM");
+  }
+};
+
+// A directory for one input, removed with everything in it.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "dsec-pool-fuzz-XXXXXX");
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      std::abort();
+    }
+    path = pattern;
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace dsec;
+  if (size == 0) {
+    return 0;
+  }
+  ScratchDir dir;
+  std::filesystem::create_directories(dir.path / "warm");
+  std::ofstream(dir.path / "warm/state") << "state";
+  std::ofstream(dir.path / "warm/memory") << "memory";
+  auto loop = io::EventLoop::create(64);
+  auto state = pool::StateDir::open((dir.path / "state").string());
+  if (!loop || !state) {
+    std::abort();
+  }
+  {
+    pool::Pool pool(*loop, std::move(*state), std::make_unique<RefusingLauncher>(), {});
+    if (!pool.register_image({.name = "base",
+                              .snapshot_dir = (dir.path / "warm").string(),
+                              .ready = 0,
+                              .max = 2,
+                              .ttl_s = 0})) {
+      std::abort();
+    }
+    const api::Router router = pool::pool_router(pool);
+    static const std::set<int> kDocumented{200, 201, 204, 400, 404, 405, 409, 410, 429, 502, 503};
+    api::HttpLimits limits;
+    limits.max_pending_bytes = 4096;
+    api::HttpConnection connection(limits);
+    const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+    const size_t step = 1 + data[0] % 97;
+    for (size_t at = 0; at < bytes.size() || connection.wants_input(); at += step) {
+      if (at < bytes.size()) {
+        connection.receive(bytes.substr(at, step));
+      } else {
+        connection.receive_eof();
+      }
+      while (auto request = connection.next_request()) {
+        const auto response = router.route(*request);
+        if (!kDocumented.contains(response.status)) {
+          std::abort();
+        }
+        connection.respond(response);
+      }
+      if (connection.output().size() > limits.max_pending_bytes + 4096) {
+        std::abort();
+      }
+      const auto out = connection.output();
+      if (!out.empty() && out.substr(0, 9) != "HTTP/1.1 ") {
+        std::abort();
+      }
+      connection.consume_output(out.size());
+      if (connection.finished()) {
+        break;
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,157 @@
+// The pool API's request bodies and the daemon's state records: what valid input becomes,
+// and the message each kind of bad input gets.
+#include "vmm/pool/pool_requests.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+#include "vmm/pool/state_records.h"
+
+namespace dsec::pool {
+namespace {
+
+using ::testing::HasSubstr;
+
+template <typename T>
+std::string error_of(const Result<T>& r) {
+  return r ? std::string("(it was accepted)") : r.error().message();
+}
+
+TEST(PoolRequests, ImageSpecTakesItsLimits) {
+  ASSERT_OK_AND_ASSIGN(auto spec,
+                       parse_image_spec("base", R"({"snapshot_dir": "/run/warm", "ready": 2,
+                                                    "max": 8, "ttl_s": 600})"));
+  EXPECT_EQ(
+      spec,
+      (ImageSpec{.name = "base", .snapshot_dir = "/run/warm", .ready = 2, .max = 8, .ttl_s = 600}));
+  ASSERT_OK_AND_ASSIGN(auto defaults, parse_image_spec("b", R"({"snapshot_dir": "/w"})"));
+  EXPECT_EQ(defaults.ready, 0U);
+  EXPECT_EQ(defaults.max, 1U);
+  EXPECT_EQ(defaults.ttl_s, 0U);
+}
+
+TEST(PoolRequests, ImageSpecRefusesBadInput) {
+  EXPECT_THAT(error_of(parse_image_spec("b", "")), HasSubstr("the body is empty"));
+  EXPECT_THAT(error_of(parse_image_spec("b", "{")), HasSubstr("not valid JSON"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "size": 1})")),
+              HasSubstr("unknown field 'size'"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"ready": 1})")), HasSubstr("snapshot_dir"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "rel/dir"})")),
+              HasSubstr("must be an absolute path"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "ready": 3, "max": 2})")),
+              HasSubstr("'ready' (3) is more than 'max' (2)"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "max": 0})")),
+              HasSubstr("'max' at least 1"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "max": 99999})")),
+              HasSubstr("at most 4096"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "ready": -1})")),
+              HasSubstr("non-negative integer"));
+  EXPECT_THAT(error_of(parse_image_spec("../x", R"({"snapshot_dir": "/w"})")),
+              HasSubstr("an image's name must be 1 to 64 letters"));
+  EXPECT_THAT(error_of(parse_image_spec(".hidden", R"({"snapshot_dir": "/w"})")),
+              HasSubstr("not starting with '.'"));
+}
+
+TEST(PoolRequests, AcquireNamesAnImage) {
+  ASSERT_OK_AND_ASSIGN(auto acquire, parse_acquire(R"({"image": "base", "ttl_s": 30})"));
+  EXPECT_EQ(acquire.image, "base");
+  EXPECT_EQ(acquire.ttl_s, 30U);
+  EXPECT_THAT(error_of(parse_acquire(R"({})")), HasSubstr("'image'"));
+  EXPECT_THAT(error_of(parse_acquire(R"({"image": 7})")), HasSubstr("must be a string"));
+  EXPECT_THAT(error_of(parse_acquire(R"({"image": "b", "cpus": 2})")),
+              HasSubstr("unknown field 'cpus'"));
+  EXPECT_THAT(error_of(parse_acquire(R"({"image": "b", "ttl_s": 999999999})")),
+              HasSubstr("'ttl_s' must be at most"));
+}
+
+TEST(PoolRequests, ExecTakesArgvEnvCwdTimeoutAndStdin) {
+  ASSERT_OK_AND_ASSIGN(auto call, parse_exec(R"({"argv": ["sh", "-c", "cat"], "env": ["A=1"],
+                                                  "cwd": "/tmp", "timeout_ms": 5000,
+                                                  "stdin": "hello"})"));
+  EXPECT_EQ(call.request.argv, (std::vector<std::string>{"sh", "-c", "cat"}));
+  EXPECT_EQ(call.request.env, (std::vector<std::string>{"A=1"}));
+  EXPECT_EQ(call.request.cwd, "/tmp");
+  EXPECT_EQ(call.request.timeout_ms, 5000U);
+  EXPECT_TRUE(call.request.stdin_open);
+  EXPECT_EQ(call.stdin_data, "hello");
+  ASSERT_OK_AND_ASSIGN(auto plain, parse_exec(R"({"argv": ["true"]})"));
+  EXPECT_EQ(plain.request.timeout_ms, 60000U) << "an exec is never unbounded";
+  EXPECT_FALSE(plain.request.stdin_open);
+}
+
+TEST(PoolRequests, ExecRefusesBadInput) {
+  EXPECT_THAT(error_of(parse_exec(R"({"argv": []})")), HasSubstr("'argv' must name a program"));
+  EXPECT_THAT(error_of(parse_exec(R"({"argv": "ls"})")), HasSubstr("must be an array"));
+  EXPECT_THAT(error_of(parse_exec(R"({"argv": ["ls", 3]})")),
+              HasSubstr("'argv' must be an array of strings"));
+  EXPECT_THAT(error_of(parse_exec(R"({"argv": ["ls"], "env": ["NOEQUALS"]})")),
+              HasSubstr("NAME=value"));
+  EXPECT_THAT(error_of(parse_exec(R"({"argv": ["ls"], "timeout_ms": 0})")),
+              HasSubstr("'timeout_ms' must be 1 to 600000"));
+  EXPECT_THAT(error_of(parse_exec(R"({"argv": ["ls"], "shell": true})")),
+              HasSubstr("unknown field 'shell'"));
+}
+
+TEST(PoolStateRecords, ARecordReadsBackAsWritten) {
+  const SandboxRecord record{.id = "sb-0123",
+                             .image = "base",
+                             .process = {.pid = 4242, .start_time = 987654},
+                             .files = {.vsock = "/s/sb-0123.vsock", .log = "/s/sb-0123.log"},
+                             .state = SandboxState::kInUse,
+                             .expires_at_ms = 1700000000123};
+  ASSERT_OK_AND_ASSIGN(auto back, parse_record(record_text(record)));
+  EXPECT_EQ(back, record);
+}
+
+TEST(PoolStateRecords, ADamagedRecordIsRefusedWithWhy) {
+  EXPECT_THAT(error_of(parse_record("{")), HasSubstr("not valid JSON"));
+  EXPECT_THAT(error_of(parse_record(R"({"id": "sb-1"})")), HasSubstr("'image'"));
+  const std::string bad_state =
+      R"({"id":"sb-1","image":"b","pid":5,"start_time":1,"vsock":"/v","log":"/l",)"
+      R"("state":"flying","expires_at_ms":0})";
+  EXPECT_THAT(error_of(parse_record(bad_state)), HasSubstr("unknown sandbox state \"flying\""));
+  const std::string bad_id =
+      R"({"id":"../x","image":"b","pid":5,"start_time":1,"vsock":"/v","log":"/l",)"
+      R"("state":"ready","expires_at_ms":0})";
+  EXPECT_THAT(error_of(parse_record(bad_id)), HasSubstr("a sandbox's id must be"));
+}
+
+TEST(PoolStateRecords, TheStateDirectoryKeepsRecordsAndImages) {
+  test::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto state, StateDir::open(dir.file("state")));
+  SandboxRecord record{.id = "sb-1",
+                       .image = "base",
+                       .process = {.pid = 1, .start_time = 1},
+                       .files = state.files_for("sb-1"),
+                       .state = SandboxState::kReady,
+                       .expires_at_ms = 0};
+  ASSERT_OK(state.write_record(record));
+  std::ofstream(dir.file("state/sandboxes/sb-2.json")) << "{ not json";
+  std::vector<std::string> unreadable;
+  const auto records = state.read_records(unreadable);
+  ASSERT_EQ(records.size(), 1U);
+  EXPECT_EQ(records[0], record);
+  ASSERT_EQ(unreadable.size(), 1U);
+  EXPECT_THAT(unreadable[0], HasSubstr("sb-2.json: the record is not valid JSON"));
+
+  const std::vector<ImageSpec> images{
+      {.name = "a", .snapshot_dir = "/a", .ready = 1, .max = 2, .ttl_s = 0},
+      {.name = "b", .snapshot_dir = "/b", .ready = 0, .max = 1, .ttl_s = 9}};
+  ASSERT_OK(state.write_images(images));
+  ASSERT_OK_AND_ASSIGN(auto back, state.read_images());
+  EXPECT_EQ(back, images);
+
+  state.remove_record("sb-1");
+  std::filesystem::remove(dir.file("state/sandboxes/sb-2.json"));
+  state.remove_own_files();
+  EXPECT_FALSE(std::filesystem::exists(dir.file("state/images.json")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("state/sandboxes")));
+}
+
+}  // namespace
+}  // namespace dsec::pool

@@ -1,0 +1,284 @@
+// The pool's bookkeeping over real child processes: a launcher that starts `sh` scripts
+// instead of VMMs (they say "ready" on descriptor 3 and sleep, or fail), driven by a real
+// event loop. What a client sees: states, counters, the errors' statuses and messages, and
+// processes and files that are gone when they should be.
+#include "vmm/pool/pool.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+#include "vmm/io/event_loop.h"
+
+namespace dsec::pool {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+// A "VMM" that logs a line, says it is ready, and sleeps until it is stopped.
+constexpr const char* kServes = "echo 'vmm: clone serving' >&2; echo ready >&3; exec sleep 600";
+
+class ShellLauncher final : public VmmLauncher {
+ public:
+  explicit ShellLauncher(std::string script) : script_(std::move(script)) {}
+  Result<LaunchedVmm> launch(const std::string& /*snapshot_dir*/,
+                             const SandboxFiles& files) override {
+    return spawn_with_ready_pipe({"/bin/sh", "-c", script_}, files.log);
+  }
+
+ private:
+  std::string script_;
+};
+
+bool process_exists(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+class PoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A warm image as the pool checks it: its two files (nothing restores them here).
+    std::filesystem::create_directories(dir_.file("warm"));
+    std::ofstream(dir_.file("warm/state")) << "state";
+    std::ofstream(dir_.file("warm/memory")) << "memory";
+    auto loop = io::EventLoop::create();
+    ASSERT_TRUE(loop) << loop.error().message();
+    loop_ = std::make_unique<io::EventLoop>(std::move(*loop));
+  }
+
+  std::unique_ptr<Pool> make_pool(const std::string& script, PoolOptions options = {}) {
+    auto state = StateDir::open(state_dir());
+    EXPECT_TRUE(state) << state.error().message();
+    options.stop_grace = 2s;
+    options.refill_backoff = 50ms;
+    options.ready_timeout = 20s;
+    return std::make_unique<Pool>(*loop_, std::move(*state),
+                                  std::make_unique<ShellLauncher>(script), options);
+  }
+
+  ImageSpec image(uint32_t ready, uint32_t max, uint64_t ttl_s = 0) {
+    return {.name = "base",
+            .snapshot_dir = dir_.file("warm"),
+            .ready = ready,
+            .max = max,
+            .ttl_s = ttl_s};
+  }
+
+  // Runs the loop until `done` or 20 s passed.
+  bool run_until(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return false;
+      }
+      if (auto ran = loop_->run_once(50ms); !ran) {
+        ADD_FAILURE() << ran.error().message();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::string state_dir() const { return dir_.file("state"); }
+
+  test::TempDir dir_;
+  std::unique_ptr<io::EventLoop> loop_;
+};
+
+TEST_F(PoolTest, KeepsReadyClonesAndRefillsAfterAnAcquire) {
+  auto pool = make_pool(kServes);
+  ASSERT_TRUE(pool->register_image(image(2, 3)));
+  ASSERT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 2; }));
+
+  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  EXPECT_EQ((*acquired)["state"], "in_use");
+  EXPECT_THAT((*acquired)["vsock"].get<std::string>(), HasSubstr(state_dir() + "/sandboxes/"));
+  EXPECT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 2; }))
+      << "the pool refills to 2 ready beside the one in use (max 3)";
+  EXPECT_EQ(pool->count("base", SandboxState::kInUse), 1U);
+  EXPECT_EQ(pool->counters().acquired, 1U);
+  EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_sandboxes_ready{image=\"base\"} 2"));
+  EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_restore_seconds_count 3"));
+}
+
+TEST_F(PoolTest, AnEmptyPoolStartsOneOnTheSpotAndRefusesPastItsMax) {
+  auto pool = make_pool(kServes);
+  ASSERT_TRUE(pool->register_image(image(0, 1)));
+  auto first = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ((*first)["state"], "in_use");
+
+  auto second = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().status, 429);
+  EXPECT_THAT(second.error().message,
+              HasSubstr("image base has its maximum of 1 clones (1 in use"));
+  EXPECT_EQ(pool->counters().refused, 1U);
+
+  auto unknown = pool->acquire({.image = "other", .ttl_s = std::nullopt});
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().status, 404);
+  EXPECT_THAT(unknown.error().message, HasSubstr("no image 'other' is registered"));
+}
+
+TEST_F(PoolTest, HostMemoryPastTheRatioIsRefused) {
+  auto pool = make_pool(kServes, PoolOptions{.max_memory_ratio = 0.0001});
+  ASSERT_TRUE(pool->register_image(image(0, 4)));
+  auto refused = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().status, 429);
+  EXPECT_THAT(refused.error().message, HasSubstr("past the pool's limit of 0%"));
+}
+
+TEST_F(PoolTest, ReleaseStopsTheProcessAndRemovesItsFiles) {
+  auto pool = make_pool(kServes);
+  ASSERT_TRUE(pool->register_image(image(0, 2)));
+  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  const std::string id = (*acquired)["id"];
+  const pid_t pid = (*acquired)["pid"];
+  EXPECT_TRUE(std::filesystem::exists(state_dir() + "/sandboxes/" + id + ".json"));
+
+  ASSERT_TRUE(pool->release(id));
+  auto twice = pool->release(id);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().status, 410);
+  EXPECT_THAT(twice.error().message, HasSubstr("is gone: it was released"));
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(id); }));
+  EXPECT_FALSE(process_exists(pid)) << "stopped and reaped";
+  EXPECT_FALSE(std::filesystem::exists(state_dir() + "/sandboxes/" + id + ".json"));
+  EXPECT_FALSE(std::filesystem::exists(state_dir() + "/sandboxes/" + id + ".log"));
+
+  auto again = pool->release(id);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().status, 410);
+  EXPECT_THAT(again.error().message, HasSubstr("is gone: it was released"));
+  auto exec = pool->exec(id, ExecCall{});
+  ASSERT_FALSE(exec);
+  EXPECT_EQ(exec.error().status, 410);
+  auto unknown = pool->release("sb-nobody");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().status, 404);
+  EXPECT_EQ(pool->counters().released, 1U);
+}
+
+TEST_F(PoolTest, AReadyCloneIsNotReleasable) {
+  auto pool = make_pool(kServes);
+  ASSERT_TRUE(pool->register_image(image(1, 1)));
+  ASSERT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }));
+  const std::string id = pool->sandboxes_json()["sandboxes"][0]["id"];
+  auto released = pool->release(id);
+  ASSERT_FALSE(released);
+  EXPECT_EQ(released.error().status, 409);
+  EXPECT_THAT(released.error().message, HasSubstr("is ready, not acquired"));
+}
+
+TEST_F(PoolTest, AKilledVmmIsReportedLostWithItsLogAndReplaced) {
+  auto pool = make_pool(kServes);
+  ASSERT_TRUE(pool->register_image(image(1, 2)));
+  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  const std::string id = (*acquired)["id"];
+  ASSERT_EQ(::kill((*acquired)["pid"].get<pid_t>(), SIGKILL), 0);
+
+  ASSERT_TRUE(run_until([&] { return pool->counters().lost == 1; }));
+  auto lost = pool->sandbox_json(id);
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().status, 410);
+  EXPECT_THAT(lost.error().message, HasSubstr("lost: its VMM killed by signal 9"));
+  EXPECT_THAT(lost.error().message, HasSubstr("vmm: clone serving"));
+  EXPECT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }))
+      << "the pool refills";
+  EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_lost_total 1"));
+}
+
+TEST_F(PoolTest, TimeToLiveStopsTheSandbox) {
+  auto pool = make_pool(kServes);
+  ASSERT_TRUE(pool->register_image(image(0, 1, /*ttl_s=*/60)));
+  auto acquired = pool->acquire({.image = "base", .ttl_s = 1});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  const std::string id = (*acquired)["id"];
+  EXPECT_LE((*acquired)["expires_in_ms"].get<int64_t>(), 1000) << "the request's ttl wins";
+  ASSERT_TRUE(run_until([&] { return pool->counters().expired == 1 && !pool->sandbox_json(id); }));
+  EXPECT_THAT(pool->sandbox_json(id).error().message, HasSubstr("reached its time to live"));
+  EXPECT_FALSE(process_exists((*acquired)["pid"].get<pid_t>()));
+}
+
+TEST_F(PoolTest, AVmmThatFailsToStartCountsARefillError) {
+  auto pool = make_pool("echo 'dsec-vmm restore: no KVM here' >&2; exit 3");
+  ASSERT_TRUE(pool->register_image(image(0, 1)));
+  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_FALSE(acquired);
+  EXPECT_EQ(acquired.error().status, 503);
+  EXPECT_GE(pool->counters().refill_errors, 1U);
+  EXPECT_EQ(pool->count("base", SandboxState::kStarting), 0U);
+  EXPECT_TRUE(std::filesystem::is_empty(state_dir() + "/sandboxes"));
+}
+
+TEST_F(PoolTest, ShutdownStopsEveryProcessAndLeavesNoFile) {
+  auto pool = make_pool(kServes);
+  ASSERT_TRUE(pool->register_image(image(2, 3)));
+  ASSERT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 2; }));
+  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  std::vector<pid_t> pids;
+  for (const auto& s : pool->sandboxes_json()["sandboxes"]) {
+    pids.push_back(s["pid"]);
+  }
+  pool->shutdown();
+  for (const pid_t pid : pids) {
+    EXPECT_FALSE(process_exists(pid)) << pid;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(state_dir())) << "no record, log, socket or images.json";
+}
+
+TEST_F(PoolTest, ARestartedPoolAdoptsLiveSandboxesAndCleansDeadOnes) {
+  ASSERT_OK_AND_ASSIGN(auto state, StateDir::open(state_dir()));
+  ASSERT_OK(state.write_images({image(0, 2)}));
+  // A sandbox in use whose VMM lives on after its daemon ended...
+  const SandboxFiles live_files = state.files_for("sb-live");
+  ASSERT_OK_AND_ASSIGN(auto live,
+                       spawn_with_ready_pipe({"/bin/sh", "-c", kServes}, live_files.log));
+  ASSERT_OK(state.write_record({.id = "sb-live",
+                                .image = "base",
+                                .process = live.identity,
+                                .files = live_files,
+                                .state = SandboxState::kInUse,
+                                .expires_at_ms = 0}));
+  // ...and one whose VMM died meanwhile (its pid's start time is not the record's).
+  const SandboxFiles dead_files = state.files_for("sb-dead");
+  std::ofstream(dead_files.log) << "vmm: last words\n";
+  ASSERT_OK(state.write_record({.id = "sb-dead",
+                                .image = "base",
+                                .process = {.pid = live.identity.pid, .start_time = 1},
+                                .files = dead_files,
+                                .state = SandboxState::kReady,
+                                .expires_at_ms = 0}));
+
+  auto pool = make_pool(kServes);
+  pool->recover();
+  auto adopted = pool->sandbox_json("sb-live");
+  ASSERT_TRUE(adopted) << adopted.error().message;
+  EXPECT_EQ((*adopted)["state"], "in_use");
+  EXPECT_TRUE(process_exists(live.identity.pid)) << "a sandbox a client holds is not stopped";
+  EXPECT_EQ(pool->counters().lost, 1U);
+  EXPECT_THAT(pool->sandbox_json("sb-dead").error().message, HasSubstr("vmm: last words"));
+  EXPECT_FALSE(std::filesystem::exists(dead_files.log));
+  EXPECT_FALSE(std::filesystem::exists(state_dir() + "/sandboxes/sb-dead.json"));
+
+  ASSERT_TRUE(pool->release("sb-live"));
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json("sb-live"); }));
+  EXPECT_FALSE(process_exists(live.identity.pid));
+}
+
+}  // namespace
+}  // namespace dsec::pool

@@ -1,0 +1,615 @@
+#include "vmm/pool/pool.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+
+#include "vmm/pool/host_memory.h"
+#include "vmm/pool/log_tail.h"
+#include "vmm/pool/sandbox_exec.h"
+#include "vmm/snapshot/snapshot_dir.h"
+
+namespace dsec::pool {
+namespace {
+
+// How many ended sandboxes the pool remembers, to tell a client why its id is gone.
+constexpr size_t kMaxEnded = 1024;
+
+std::string new_sandbox_id() {
+  std::array<uint8_t, 8> bytes{};
+  if (::getrandom(bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
+    // getrandom on 8 bytes does not fail once the pool is initialized; the pid and the
+    // clock keep ids distinct if it ever does.
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    return fmt::format("sb-{:x}-{:x}", ::getpid(), now);
+  }
+  std::string id = "sb-";
+  for (const uint8_t b : bytes) {
+    id += fmt::format("{:02x}", b);
+  }
+  return id;
+}
+
+int64_t wall_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+PoolError error(int status, std::string message) {
+  return PoolError{.status = status, .message = std::move(message)};
+}
+
+void remove_files(const SandboxFiles& files) {
+  ::unlink(files.vsock.c_str());
+  ::unlink(files.log.c_str());
+}
+
+}  // namespace
+
+Pool::Pool(io::EventLoop& loop, StateDir state, std::unique_ptr<VmmLauncher> launcher,
+           PoolOptions options)
+    : loop_(loop), state_(std::move(state)), launcher_(std::move(launcher)), options_(options) {}
+
+Pool::~Pool() {
+  shutdown();
+}
+
+PoolResult<nlohmann::json> Pool::add_image(const ImageSpec& spec) {
+  const auto files = snapshot::snapshot_files(spec.snapshot_dir);
+  std::error_code ec;
+  const auto guest_bytes = std::filesystem::file_size(files.memory, ec);
+  if (ec || !std::filesystem::is_regular_file(files.state, ec)) {
+    return std::unexpected(
+        error(400, "'snapshot_dir' " + spec.snapshot_dir +
+                       " holds no warm image (its 'state' and 'memory' files): make one with "
+                       "dsec-vmm warm --out DIR"));
+  }
+  const auto existing = images_.find(spec.name);
+  if (existing != images_.end() && existing->second.spec.snapshot_dir != spec.snapshot_dir &&
+      clones_of(spec.name) > 0) {
+    return std::unexpected(
+        error(409, "image " + spec.name + " has clones of " + existing->second.spec.snapshot_dir +
+                       ": release them, or register the new directory under another name"));
+  }
+  images_[spec.name] = Image{.spec = spec, .guest_bytes = guest_bytes};
+  return image_spec_json(spec);
+}
+
+PoolResult<nlohmann::json> Pool::register_image(const ImageSpec& spec) {
+  auto added = DSEC_TRY(add_image(spec));
+  std::vector<ImageSpec> specs;
+  specs.reserve(images_.size());
+  for (const auto& [name, image] : images_) {
+    specs.push_back(image.spec);
+  }
+  if (auto saved = state_.write_images(specs); !saved) {
+    spdlog::error("pool: {}; a restarted daemon will not know this image", saved.error().message());
+  }
+  refill();
+  return added;
+}
+
+nlohmann::json Pool::images_json() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [name, image] : images_) {
+    auto item = image_spec_json(image.spec);
+    item["guest_memory_bytes"] = image.guest_bytes;
+    item["sandboxes"] = {{"starting", count(name, SandboxState::kStarting)},
+                         {"ready", count(name, SandboxState::kReady)},
+                         {"in_use", count(name, SandboxState::kInUse)},
+                         {"stopping", count(name, SandboxState::kStopping)}};
+    list.push_back(std::move(item));
+  }
+  return {{"images", list}};
+}
+
+uint32_t Pool::count(const std::string& image, SandboxState state) const {
+  return static_cast<uint32_t>(std::count_if(sandboxes_.begin(), sandboxes_.end(), [&](auto& s) {
+    return s.second->record.image == image && s.second->record.state == state;
+  }));
+}
+
+uint32_t Pool::clones_of(const std::string& image) const {
+  return count(image, SandboxState::kStarting) + count(image, SandboxState::kReady) +
+         count(image, SandboxState::kInUse);
+}
+
+PoolResult<void> Pool::admit(const Image& image) const {
+  const uint32_t clones = clones_of(image.spec.name);
+  if (clones >= image.spec.max) {
+    return std::unexpected(error(
+        429,
+        fmt::format("image {} has its maximum of {} clones ({} in use, {} ready, {} "
+                    "starting): release a sandbox, or raise the image's 'max'",
+                    image.spec.name, image.spec.max, count(image.spec.name, SandboxState::kInUse),
+                    count(image.spec.name, SandboxState::kReady),
+                    count(image.spec.name, SandboxState::kStarting))));
+  }
+  const auto memory = read_host_memory();
+  if (!memory) {
+    return std::unexpected(error(503, memory.error().message()));
+  }
+  const double used = static_cast<double>(memory->total_bytes - memory->available_bytes) +
+                      static_cast<double>(image.guest_bytes);
+  const double limit = options_.max_memory_ratio * static_cast<double>(memory->total_bytes);
+  if (used > limit) {
+    return std::unexpected(error(
+        429, fmt::format("host memory: {} MiB used of {} MiB, and a clone of {} may take {} MiB "
+                         "more, past the pool's limit of {:.0f}% (--max-memory-ratio): release "
+                         "sandboxes or wait",
+                         (memory->total_bytes - memory->available_bytes) >> 20,
+                         memory->total_bytes >> 20, image.spec.name, image.guest_bytes >> 20,
+                         options_.max_memory_ratio * 100)));
+  }
+  return {};
+}
+
+PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
+  DSEC_TRY(admit(image));
+  const std::string id = new_sandbox_id();
+  const SandboxFiles files = state_.files_for(id);
+  auto launched = launcher_->launch(image.spec.snapshot_dir, files);
+  if (!launched) {
+    ++counters_.refill_errors;
+    ::unlink(files.log.c_str());
+    return std::unexpected(error(
+        503, "cannot start a clone of " + image.spec.name + ": " + launched.error().message()));
+  }
+  auto sandbox = std::make_unique<Sandbox>();
+  sandbox->record = SandboxRecord{.id = id,
+                                  .image = image.spec.name,
+                                  .process = launched->identity,
+                                  .files = files,
+                                  .state = SandboxState::kStarting,
+                                  .expires_at_ms = 0};
+  sandbox->pidfd = std::move(launched->pidfd);
+  sandbox->ready = std::move(launched->ready);
+  sandbox->launched = Clock::now();
+  Sandbox& s = *sandbox;
+  sandboxes_.emplace(id, std::move(sandbox));
+  persist(s);
+  auto exit_watch = loop_.add_fd_watch(s.pidfd.get(), [this, id] { on_exit(id); });
+  auto ready_watch = loop_.add_fd_watch(s.ready.get(), [this, id] { on_ready_readable(id); });
+  if (!exit_watch || !ready_watch) {
+    // Without its watches the pool could not tell when it serves or ends: stop it now.
+    if (exit_watch) {
+      (void)loop_.remove_watch(*exit_watch);
+    }
+    if (ready_watch) {
+      (void)loop_.remove_watch(*ready_watch);
+    }
+    (void)signal_pidfd(s.pidfd.get(), SIGKILL);
+    (void)reap_pidfd(s.pidfd.get());
+    ++counters_.refill_errors;
+    remove(id);
+    return std::unexpected(error(503, "cannot watch a new clone on the event loop"));
+  }
+  s.exit_watch = *exit_watch;
+  s.ready_watch = *ready_watch;
+  set_timer(s, options_.ready_timeout, &Pool::on_ready_deadline);
+  spdlog::info("pool: {} started for image {} (pid {})", id, image.spec.name, s.record.process.pid);
+  return &s;
+}
+
+void Pool::on_ready_readable(const std::string& id) {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end() || !it->second->ready) {
+    return;
+  }
+  Sandbox& s = *it->second;
+  std::array<char, 64> buffer{};
+  const ssize_t n = ::read(s.ready.get(), buffer.data(), buffer.size());
+  if (n > 0 && std::string_view(buffer.data(), static_cast<size_t>(n)).starts_with("ready\n")) {
+    stop_watching_ready(s);
+    cancel_timer(s);
+    restore_latency_.observe(Clock::now() - s.launched);
+    s.record.state = SandboxState::kReady;
+    persist(s);
+    spdlog::info("pool: {} ready", id);
+    return;
+  }
+  if (n < 0 && errno == EINTR) {
+    return;
+  }
+  stop_watching_ready(s);
+  // End of file: the VMM closed the pipe, most likely as it ended; its pidfd tells how,
+  // and the ready deadline stops one that lives on without serving. Anything but the ready
+  // line is a VMM that does not speak the protocol.
+  if (n > 0) {
+    ++counters_.refill_errors;
+    stop(s, "its VMM wrote something other than the ready line", 410);
+  }
+}
+
+void Pool::stop_watching_ready(Sandbox& sandbox) {
+  if (sandbox.ready_watch) {
+    (void)loop_.remove_watch(*sandbox.ready_watch);
+    sandbox.ready_watch.reset();
+  }
+  sandbox.ready.reset();
+}
+
+void Pool::on_exit(const std::string& id) {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) {
+    return;
+  }
+  Sandbox& s = *it->second;
+  const std::string how = reap_pidfd(s.pidfd.get());
+  const std::string tail = log_tail(s.record.files.log);
+  switch (s.record.state) {
+    case SandboxState::kStopping:
+      spdlog::info("pool: {} stopped ({})", id, how);
+      break;
+    case SandboxState::kStarting:
+      ++counters_.refill_errors;
+      remember_end(id, 410, "its VMM " + how + " before it served; its log ended:\n" + tail);
+      spdlog::warn("pool: {} failed to start: its VMM {}; its log ended:\n{}", id, how, tail);
+      // Not at once: a clone that cannot start would be retried in a tight loop.
+      remove(id);
+      schedule_refill(options_.refill_backoff);
+      return;
+    case SandboxState::kReady:
+    case SandboxState::kInUse:
+      ++counters_.lost;
+      remember_end(id, 410, "the sandbox was lost: its VMM " + how + "; its log ended:\n" + tail);
+      spdlog::warn("pool: {} lost: its VMM {}; its log ended:\n{}", id, how, tail);
+      break;
+  }
+  remove(id);
+  refill();
+}
+
+bool Pool::wait_until_ready(const std::string& id) {
+  const auto deadline = Clock::now() + options_.ready_timeout;
+  while (true) {
+    const auto it = sandboxes_.find(id);
+    if (it == sandboxes_.end()) {
+      return false;
+    }
+    Sandbox& s = *it->second;
+    if (s.record.state != SandboxState::kStarting) {
+      return s.record.state == SandboxState::kReady;
+    }
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      on_ready_deadline(id);
+      return false;
+    }
+    std::array<pollfd, 2> fds{pollfd{.fd = s.pidfd.get(), .events = POLLIN, .revents = 0},
+                              pollfd{.fd = s.ready.get(), .events = POLLIN, .revents = 0}};
+    const int n = ::poll(fds.data(), s.ready ? 2 : 1, static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR) {
+      return false;
+    }
+    if (fds[1].revents != 0) {
+      on_ready_readable(id);
+    } else if (fds[0].revents != 0) {
+      on_exit(id);
+    }
+  }
+}
+
+PoolResult<nlohmann::json> Pool::acquire(const AcquireRequest& request) {
+  const auto image = images_.find(request.image);
+  if (image == images_.end()) {
+    return std::unexpected(error(404, "no image '" + request.image +
+                                          "' is registered: PUT /images/NAME with its "
+                                          "snapshot_dir first (GET /images lists them)"));
+  }
+  const auto pick = [&](SandboxState state) -> Sandbox* {
+    for (auto& [id, s] : sandboxes_) {
+      if (s->record.image == request.image && s->record.state == state) {
+        return s.get();
+      }
+    }
+    return nullptr;
+  };
+  Sandbox* chosen = pick(SandboxState::kReady);
+  // A clone being restored for the image comes sooner than a new one.
+  for (int tries = 0; chosen == nullptr && tries < 3; ++tries) {
+    Sandbox* starting = pick(SandboxState::kStarting);
+    if (starting == nullptr) {
+      auto launched = launch(image->second);
+      if (!launched) {
+        if (launched.error().status == 429) {
+          ++counters_.refused;
+        }
+        return std::unexpected(launched.error());
+      }
+      starting = *launched;
+    }
+    const std::string id = starting->record.id;
+    if (wait_until_ready(id)) {
+      chosen = sandboxes_.at(id).get();
+    }
+  }
+  if (chosen == nullptr) {
+    return std::unexpected(error(503, "no clone of " + request.image +
+                                          " came up: GET /metrics counts refill errors, the "
+                                          "daemon's log says why"));
+  }
+  hand_over(*chosen, request, image->second);
+  refill();
+  return sandbox_view(*chosen);
+}
+
+void Pool::hand_over(Sandbox& sandbox, const AcquireRequest& request, const Image& image) {
+  sandbox.record.state = SandboxState::kInUse;
+  const uint64_t ttl_s = request.ttl_s.value_or(image.spec.ttl_s);
+  if (ttl_s > 0) {
+    sandbox.record.expires_at_ms = wall_ms_now() + static_cast<int64_t>(ttl_s) * 1000;
+    set_timer(sandbox, std::chrono::seconds(ttl_s), &Pool::on_ttl);
+  }
+  ++counters_.acquired;
+  persist(sandbox);
+}
+
+PoolResult<Pool::Sandbox*> Pool::in_use(const std::string& id) {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) {
+    return std::unexpected(gone(id));
+  }
+  Sandbox& s = *it->second;
+  if (s.record.state == SandboxState::kStopping) {
+    return std::unexpected(gone(id));  // released, expired, or not serving: it says which
+  }
+  if (s.record.state != SandboxState::kInUse) {
+    return std::unexpected(error(409, "sandbox " + id + " is " +
+                                          std::string(state_name(s.record.state)) +
+                                          ", not acquired: POST /sandboxes to acquire one"));
+  }
+  return &s;
+}
+
+PoolError Pool::gone(const std::string& id) const {
+  for (const auto& ended : ended_) {
+    if (ended.id == id) {
+      return error(ended.status, "sandbox " + id + " is gone: " + ended.why);
+    }
+  }
+  return error(404, "no sandbox " + id + ": GET /sandboxes lists them");
+}
+
+PoolResult<void> Pool::release(const std::string& id) {
+  Sandbox* s = DSEC_TRY(in_use(id));
+  ++counters_.released;
+  stop(*s, "it was released", 410);
+  return {};
+}
+
+PoolResult<nlohmann::json> Pool::exec(const std::string& id, const ExecCall& call) {
+  Sandbox* s = DSEC_TRY(in_use(id));
+  auto outcome = exec_in_sandbox(s->record.files.vsock, call);
+  if (!outcome) {
+    return std::unexpected(
+        error(502, "exec in sandbox " + id + " failed: " + outcome.error().message()));
+  }
+  return exec_outcome_json(*outcome);
+}
+
+PoolResult<nlohmann::json> Pool::sandbox_json(const std::string& id) const {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) {
+    return std::unexpected(gone(id));
+  }
+  return sandbox_view(*it->second);
+}
+
+nlohmann::json Pool::sandboxes_json() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [id, s] : sandboxes_) {
+    list.push_back(sandbox_view(*s));
+  }
+  return {{"sandboxes", list}};
+}
+
+nlohmann::json Pool::sandbox_view(const Sandbox& s) const {
+  nlohmann::json view = {{"id", s.record.id},
+                         {"image", s.record.image},
+                         {"state", state_name(s.record.state)},
+                         {"pid", s.record.process.pid},
+                         {"vsock", s.record.files.vsock}};
+  if (s.record.expires_at_ms > 0) {
+    view["expires_in_ms"] = std::max<int64_t>(0, s.record.expires_at_ms - wall_ms_now());
+  }
+  return view;
+}
+
+std::string Pool::metrics() const {
+  std::vector<ImageGauges> gauges;
+  gauges.reserve(images_.size());
+  for (const auto& [name, image] : images_) {
+    gauges.push_back({.image = name,
+                      .ready = count(name, SandboxState::kReady),
+                      .in_use = count(name, SandboxState::kInUse),
+                      .starting = count(name, SandboxState::kStarting)});
+  }
+  return metrics_text(counters_, restore_latency_, gauges);
+}
+
+void Pool::stop(Sandbox& sandbox, std::string why, int status) {
+  remember_end(sandbox.record.id, status, std::move(why));
+  cancel_timer(sandbox);
+  stop_watching_ready(sandbox);
+  sandbox.record.state = SandboxState::kStopping;
+  persist(sandbox);
+  if (auto sent = signal_pidfd(sandbox.pidfd.get(), SIGTERM); !sent) {
+    spdlog::warn("pool: {}: {}", sandbox.record.id, sent.error().message());
+  }
+  set_timer(sandbox, options_.stop_grace, &Pool::on_kill_deadline);
+}
+
+void Pool::on_kill_deadline(const std::string& id) {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) {
+    return;
+  }
+  Sandbox& s = *it->second;
+  s.timer.reset();
+  spdlog::warn("pool: {} did not stop within {} ms of SIGTERM: SIGKILL", id,
+               options_.stop_grace.count());
+  // The leader still lives (its pidfd has not fired), so its process group is still its.
+  ::killpg(s.record.process.pid, SIGKILL);
+  (void)signal_pidfd(s.pidfd.get(), SIGKILL);
+}
+
+void Pool::on_ready_deadline(const std::string& id) {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) {
+    return;
+  }
+  it->second->timer.reset();
+  ++counters_.refill_errors;
+  spdlog::warn("pool: {} did not serve within {} ms; stopping it", id,
+               options_.ready_timeout.count());
+  stop(*it->second, "it did not serve within the ready timeout", 410);
+  schedule_refill(options_.refill_backoff);
+}
+
+void Pool::on_ttl(const std::string& id) {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) {
+    return;
+  }
+  it->second->timer.reset();
+  ++counters_.expired;
+  spdlog::info("pool: {} reached its time to live", id);
+  stop(*it->second, "it reached its time to live", 410);
+}
+
+void Pool::set_timer(Sandbox& sandbox, std::chrono::nanoseconds delay,
+                     void (Pool::*on_fire)(const std::string&)) {
+  cancel_timer(sandbox);
+  auto timer =
+      loop_.add_timer(delay, [this, on_fire, id = sandbox.record.id] { (this->*on_fire)(id); });
+  if (timer) {
+    sandbox.timer = *timer;
+  } else {
+    spdlog::error("pool: {}: no timer: {}", sandbox.record.id, timer.error().message());
+  }
+}
+
+void Pool::cancel_timer(Sandbox& sandbox) {
+  if (sandbox.timer) {
+    (void)loop_.cancel_timer(*sandbox.timer);
+    sandbox.timer.reset();
+  }
+}
+
+void Pool::remember_end(const std::string& id, int status, std::string why) {
+  ended_.push_back(Ended{.id = id, .status = status, .why = std::move(why)});
+  if (ended_.size() > kMaxEnded) {
+    ended_.pop_front();
+  }
+}
+
+void Pool::remove(const std::string& id) {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) {
+    return;
+  }
+  Sandbox& s = *it->second;
+  cancel_timer(s);
+  if (s.exit_watch) {
+    (void)loop_.remove_watch(*s.exit_watch);
+  }
+  if (s.ready_watch) {
+    (void)loop_.remove_watch(*s.ready_watch);
+  }
+  remove_files(s.record.files);
+  state_.remove_record(id);
+  sandboxes_.erase(it);
+}
+
+void Pool::persist(const Sandbox& sandbox) {
+  if (auto written = state_.write_record(sandbox.record); !written) {
+    spdlog::error("pool: {}: {}; a restarted daemon will not find it", sandbox.record.id,
+                  written.error().message());
+  }
+}
+
+void Pool::refill() {
+  for (const auto& [name, image] : images_) {
+    while (count(name, SandboxState::kReady) + count(name, SandboxState::kStarting) <
+           image.spec.ready) {
+      if (!admit(image)) {
+        break;  // at the limits: the next release or end refills
+      }
+      if (!launch(image)) {
+        schedule_refill(options_.refill_backoff);
+        break;
+      }
+    }
+  }
+}
+
+void Pool::schedule_refill(std::chrono::milliseconds delay) {
+  if (refill_timer_) {
+    return;
+  }
+  auto timer = loop_.add_timer(delay, [this] {
+    refill_timer_.reset();
+    refill();
+  });
+  if (timer) {
+    refill_timer_ = *timer;
+  }
+}
+
+void Pool::shutdown() {
+  if (refill_timer_) {
+    (void)loop_.cancel_timer(*refill_timer_);
+    refill_timer_.reset();
+  }
+  images_.clear();  // nothing refills from here on
+  if (sandboxes_.empty()) {
+    state_.remove_own_files();
+    return;
+  }
+  spdlog::info("pool: stopping {} sandboxes", sandboxes_.size());
+  for (auto& [id, s] : sandboxes_) {
+    (void)signal_pidfd(s->pidfd.get(), SIGTERM);
+  }
+  const auto wait_all = [this](std::chrono::milliseconds within) {
+    const auto deadline = Clock::now() + within;
+    for (auto& [id, s] : sandboxes_) {
+      while (!pidfd_exited(s->pidfd.get()) && Clock::now() < deadline) {
+        pollfd p{.fd = s->pidfd.get(), .events = POLLIN, .revents = 0};
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        ::poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count())));
+      }
+    }
+  };
+  wait_all(options_.stop_grace);
+  for (auto& [id, s] : sandboxes_) {
+    if (!pidfd_exited(s->pidfd.get())) {
+      spdlog::warn("pool: {} did not stop on SIGTERM: SIGKILL", id);
+      ::killpg(s->record.process.pid, SIGKILL);
+      (void)signal_pidfd(s->pidfd.get(), SIGKILL);
+    }
+  }
+  wait_all(options_.stop_grace);
+  std::vector<std::string> ids;
+  for (auto& [id, s] : sandboxes_) {
+    (void)reap_pidfd(s->pidfd.get());
+    ids.push_back(id);
+  }
+  for (const auto& id : ids) {
+    remove(id);
+  }
+  sandboxes_.clear();
+  state_.remove_own_files();
+}
+
+}  // namespace dsec::pool

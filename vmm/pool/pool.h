@@ -1,0 +1,149 @@
+// The sandbox pool: warm images and their limits, and one VMM process per sandbox,
+// supervised on one event loop (the daemon's: its API thread's). Each VMM is watched
+// through its pidfd and its ready pipe (vmm_launcher.h), never by a thread of its own;
+// time limits are the loop's timers. Everything here runs on the loop's thread.
+//
+// A sandbox is starting (launched, its agent not serving yet), ready (restored, waiting
+// to be acquired), in use (acquired), or stopping (SIGTERM sent, SIGKILL after a grace
+// period, files removed once it ended). Ready clones are refilled in the background up to
+// each image's `ready`; an acquire takes a ready one, else waits for a starting one, else
+// restores one on the spot, within the image's `max` and the host memory ratio (429
+// otherwise). A VMM that ends on its own is reported lost with its log's last lines.
+//
+// The daemon keeps a record of each sandbox in its state directory (state_records.h), so
+// that a daemon started again adopts the VMMs that still run (recover()).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <expected>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "vmm/common/unique_fd.h"
+#include "vmm/io/event_loop.h"
+#include "vmm/pool/pool_metrics.h"
+#include "vmm/pool/pool_requests.h"
+#include "vmm/pool/state_records.h"
+#include "vmm/pool/vmm_launcher.h"
+
+namespace dsec::pool {
+
+// A request the pool refuses: the HTTP status to answer and what the client should do.
+struct PoolError {
+  int status = 400;
+  std::string message;
+};
+template <typename T>
+using PoolResult = std::expected<T, PoolError>;
+
+struct PoolOptions {
+  // Refuse a new clone when the host's used memory plus the clone's guest memory would
+  // pass this share of the host's memory.
+  double max_memory_ratio = 0.9;
+  std::chrono::milliseconds ready_timeout{60'000};  // launch to the "ready" line
+  std::chrono::milliseconds stop_grace{5'000};      // SIGTERM to SIGKILL
+  std::chrono::milliseconds refill_backoff{1'000};  // after a clone failed to start
+};
+
+class Pool {
+ public:
+  Pool(io::EventLoop& loop, StateDir state, std::unique_ptr<VmmLauncher> launcher,
+       PoolOptions options);
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  // shutdown().
+  ~Pool();
+
+  // The images and sandboxes a daemon that ended left in the state directory: live VMMs
+  // that were ready or in use are adopted (their time to live goes on), the others are
+  // stopped, dead ones reported lost and their files removed. Then refills.
+  void recover();
+
+  PoolResult<nlohmann::json> register_image(const ImageSpec& spec);
+  nlohmann::json images_json() const;
+
+  PoolResult<nlohmann::json> acquire(const AcquireRequest& request);
+  PoolResult<void> release(const std::string& id);
+  PoolResult<nlohmann::json> exec(const std::string& id, const ExecCall& call);
+  PoolResult<nlohmann::json> sandbox_json(const std::string& id) const;
+  nlohmann::json sandboxes_json() const;
+  std::string metrics() const;
+  const PoolCounters& counters() const { return counters_; }
+  // How many sandboxes of `image` are in `state`.
+  uint32_t count(const std::string& image, SandboxState state) const;
+
+  // Stops every VMM (SIGTERM, SIGKILL after the grace period), waits for each, and removes
+  // every file the pool made in its state directory. Blocking; the loop need not run.
+  void shutdown();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Image {
+    ImageSpec spec;
+    uint64_t guest_bytes = 0;  // the snapshot's memory file's size
+  };
+  struct Sandbox {
+    SandboxRecord record;
+    UniqueFd pidfd;
+    UniqueFd ready;  // until the ready line came
+    std::optional<io::WatchId> exit_watch;
+    std::optional<io::WatchId> ready_watch;
+    std::optional<io::TimerId> timer;  // ready deadline, time to live, or SIGKILL
+    Clock::time_point launched;
+  };
+  // How a sandbox that is gone ended, for the client that asks about it later.
+  struct Ended {
+    std::string id;
+    int status;  // 410 mostly
+    std::string why;
+  };
+
+  // register_image without saving images.json or refilling: recover()'s.
+  PoolResult<nlohmann::json> add_image(const ImageSpec& spec);
+  PoolResult<Sandbox*> launch(const Image& image);
+  // The ready pipe became readable (or a synchronous acquire saw it so).
+  void on_ready_readable(const std::string& id);
+  // Closes the ready pipe and its watch.
+  void stop_watching_ready(Sandbox& sandbox);
+  // The VMM's pidfd became readable: it ended.
+  void on_exit(const std::string& id);
+  // Waits (blocking the loop) until `sandbox` is ready or ended; false when it ended.
+  bool wait_until_ready(const std::string& id);
+  void hand_over(Sandbox& sandbox, const AcquireRequest& request, const Image& image);
+  void stop(Sandbox& sandbox, std::string why, int status);
+  void remove(const std::string& id);
+  void refill();
+  void schedule_refill(std::chrono::milliseconds delay);
+  PoolResult<void> admit(const Image& image) const;
+  void persist(const Sandbox& sandbox);
+  void set_timer(Sandbox& sandbox, std::chrono::nanoseconds delay,
+                 void (Pool::*on_fire)(const std::string&));
+  void cancel_timer(Sandbox& sandbox);
+  void on_ready_deadline(const std::string& id);
+  void on_ttl(const std::string& id);
+  void on_kill_deadline(const std::string& id);
+  void remember_end(const std::string& id, int status, std::string why);
+  PoolResult<Sandbox*> in_use(const std::string& id);
+  PoolError gone(const std::string& id) const;
+  nlohmann::json sandbox_view(const Sandbox& sandbox) const;
+  uint32_t clones_of(const std::string& image) const;
+  void adopt(SandboxRecord record, UniqueFd pidfd);
+
+  io::EventLoop& loop_;
+  StateDir state_;
+  std::unique_ptr<VmmLauncher> launcher_;
+  PoolOptions options_;
+  std::map<std::string, Image> images_;
+  std::map<std::string, std::unique_ptr<Sandbox>> sandboxes_;
+  std::deque<Ended> ended_;  // the last kMaxEnded
+  PoolCounters counters_;
+  LatencyHistogram restore_latency_;
+  std::optional<io::TimerId> refill_timer_;
+};
+
+}  // namespace dsec::pool

@@ -1,0 +1,71 @@
+#include "vmm/pool/pool_api.h"
+
+namespace dsec::pool {
+namespace {
+
+using api::HttpRequest;
+using api::HttpResponse;
+using api::Method;
+using Args = std::vector<std::string>;
+
+template <typename T>
+HttpResponse answer(const PoolResult<T>& result, int status = 200) {
+  if (!result) {
+    return HttpResponse::fault(result.error().message, result.error().status);
+  }
+  if constexpr (std::is_void_v<T>) {
+    return HttpResponse::no_content();
+  } else {
+    return HttpResponse::json(*result, status);
+  }
+}
+
+HttpResponse bad_body(const Error& e) {
+  return HttpResponse::fault(e.message(), 400);
+}
+
+}  // namespace
+
+api::Router pool_router(Pool& pool) {
+  api::Router router;
+  router.add(Method::kGet, "/images", [&pool](const HttpRequest&, const Args&) {
+    return HttpResponse::json(pool.images_json());
+  });
+  router.add(Method::kPut, "/images/{name}", [&pool](const HttpRequest& request, const Args& args) {
+    auto spec = parse_image_spec(args[0], request.body);
+    if (!spec) {
+      return bad_body(spec.error());
+    }
+    return answer(pool.register_image(*spec));
+  });
+  router.add(Method::kGet, "/sandboxes", [&pool](const HttpRequest&, const Args&) {
+    return HttpResponse::json(pool.sandboxes_json());
+  });
+  router.add(Method::kPost, "/sandboxes", [&pool](const HttpRequest& request, const Args&) {
+    auto acquire = parse_acquire(request.body);
+    if (!acquire) {
+      return bad_body(acquire.error());
+    }
+    return answer(pool.acquire(*acquire), 201);
+  });
+  router.add(Method::kGet, "/sandboxes/{id}", [&pool](const HttpRequest&, const Args& args) {
+    return answer(pool.sandbox_json(args[0]));
+  });
+  router.add(Method::kDelete, "/sandboxes/{id}", [&pool](const HttpRequest&, const Args& args) {
+    return answer(pool.release(args[0]));
+  });
+  router.add(Method::kPost, "/sandboxes/{id}/exec",
+             [&pool](const HttpRequest& request, const Args& args) {
+               auto call = parse_exec(request.body);
+               if (!call) {
+                 return bad_body(call.error());
+               }
+               return answer(pool.exec(args[0], *call));
+             });
+  router.add(Method::kGet, "/metrics", [&pool](const HttpRequest&, const Args&) {
+    return HttpResponse::text(pool.metrics(), "text/plain; version=0.0.4");
+  });
+  return router;
+}
+
+}  // namespace dsec::pool

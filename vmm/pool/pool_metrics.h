@@ -1,0 +1,48 @@
+// The pool's counters and its restore-latency histogram, and their Prometheus text
+// exposition (GET /metrics; format 0.0.4).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsec::pool {
+
+struct PoolCounters {
+  uint64_t acquired = 0;
+  uint64_t released = 0;
+  uint64_t expired = 0;  // stopped at their time to live
+  uint64_t lost = 0;     // VMMs that ended on their own after they served
+  uint64_t refill_errors = 0;
+  uint64_t refused = 0;  // acquires answered 429
+};
+
+// Seconds from a VMM's launch to its "ready" line, in cumulative buckets.
+class LatencyHistogram {
+ public:
+  static constexpr std::array<double, 12> kBounds{0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
+                                                  0.5,   1.0,  2.5,   5.0,  10.0, 30.0};
+  void observe(std::chrono::nanoseconds latency);
+  // `name`'s _bucket, _sum and _count lines.
+  std::string text(const std::string& name) const;
+
+ private:
+  std::array<uint64_t, kBounds.size()> counts_{};  // per bucket, not cumulative
+  uint64_t count_ = 0;
+  double sum_s_ = 0;
+};
+
+// One image's gauges.
+struct ImageGauges {
+  std::string image;
+  uint32_t ready = 0;
+  uint32_t in_use = 0;
+  uint32_t starting = 0;
+};
+
+std::string metrics_text(const PoolCounters& counters, const LatencyHistogram& restore_latency,
+                         const std::vector<ImageGauges>& images);
+
+}  // namespace dsec::pool

@@ -1,0 +1,98 @@
+// Pool::recover: what a daemon that ended left in the state directory.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "vmm/pool/log_tail.h"
+#include "vmm/pool/pool.h"
+
+namespace dsec::pool {
+
+void Pool::recover() {
+  auto images = state_.read_images();
+  if (!images) {
+    spdlog::error("pool: {}; starting with no images", images.error().message());
+  } else {
+    for (auto& spec : *images) {
+      if (auto registered = add_image(spec); !registered) {
+        spdlog::error("pool: image {} from images.json: {}", spec.name, registered.error().message);
+      }
+    }
+  }
+  std::vector<std::string> unreadable;
+  std::set<std::string> known_files;
+  for (auto& record : state_.read_records(unreadable)) {
+    known_files.insert(record.files.vsock);
+    known_files.insert(record.files.log);
+    auto pidfd = open_pidfd(record.process);
+    if (!pidfd) {
+      if (record.state == SandboxState::kReady || record.state == SandboxState::kInUse) {
+        ++counters_.lost;
+        const std::string tail = log_tail(record.files.log);
+        remember_end(record.id, 410,
+                     "the sandbox was lost while the daemon was away; its log ended:\n" + tail);
+        spdlog::warn("pool: {} was lost while the daemon was away; its log ended:\n{}", record.id,
+                     tail);
+      }
+      ::unlink(record.files.vsock.c_str());
+      ::unlink(record.files.log.c_str());
+      state_.remove_record(record.id);
+      continue;
+    }
+    adopt(std::move(record), std::move(*pidfd));
+  }
+  for (const auto& why : unreadable) {
+    spdlog::error("pool: a sandbox record that does not parse is left alone: {}", why);
+  }
+  // A VMM's files without a record: the daemon ended between a launch and its record.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(state_.path() + "/sandboxes", ec)) {
+    const auto ext = entry.path().extension();
+    if ((ext == ".vsock" || ext == ".log") && !known_files.contains(entry.path().string())) {
+      spdlog::warn("pool: removing {}, which no record names", entry.path().string());
+      std::filesystem::remove(entry.path(), ec);
+    }
+  }
+  refill();
+}
+
+void Pool::adopt(SandboxRecord record, UniqueFd pidfd) {
+  const std::string id = record.id;
+  auto sandbox = std::make_unique<Sandbox>();
+  sandbox->record = std::move(record);
+  sandbox->pidfd = std::move(pidfd);
+  sandbox->launched = Clock::now();
+  Sandbox& s = *sandbox;
+  sandboxes_.emplace(id, std::move(sandbox));
+  auto watch = loop_.add_fd_watch(s.pidfd.get(), [this, id] { on_exit(id); });
+  if (watch) {
+    s.exit_watch = *watch;
+  }
+  const bool keep =
+      watch && images_.contains(s.record.image) &&
+      (s.record.state == SandboxState::kReady || s.record.state == SandboxState::kInUse);
+  if (!keep) {
+    // Starting (its ready pipe was the old daemon's), stopping, or of an image no longer
+    // registered: stopped. A sandbox nobody can reach must not run on.
+    spdlog::info("pool: {} ({}) found running; stopping it", id, state_name(s.record.state));
+    stop(s, "the daemon restarted while it was " + std::string(state_name(s.record.state)), 410);
+    if (!watch) {
+      ::killpg(s.record.process.pid, SIGKILL);
+    }
+    return;
+  }
+  spdlog::info("pool: {} adopted ({}, pid {})", id, state_name(s.record.state),
+               s.record.process.pid);
+  if (s.record.state == SandboxState::kInUse && s.record.expires_at_ms > 0) {
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    set_timer(s, std::chrono::milliseconds(std::max<int64_t>(0, s.record.expires_at_ms - now_ms)),
+              &Pool::on_ttl);
+  }
+}
+
+}  // namespace dsec::pool

@@ -1,0 +1,151 @@
+#include "vmm/pool/pool_requests.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "vmm/common/json_object.h"
+
+namespace dsec::pool {
+namespace {
+
+constexpr size_t kMaxNameLength = 64;
+// An exec's time limit when the request names none: the daemon answers nothing else while
+// an exec runs (docs/pool.md), so none runs unbounded.
+constexpr uint32_t kDefaultExecTimeoutMs = 60'000;
+
+Result<std::vector<std::string>> string_array(const nlohmann::json& array, const char* name) {
+  if (array.size() > kMaxExecArgs) {
+    return fail(
+        fmt::format("'{}' has {} entries; at most {} are taken", name, array.size(), kMaxExecArgs));
+  }
+  std::vector<std::string> out;
+  out.reserve(array.size());
+  for (const auto& item : array) {
+    if (!item.is_string()) {
+      return fail(fmt::format("'{}' must be an array of strings", name));
+    }
+    auto text = item.get<std::string>();
+    if (text.find('\0') != std::string::npos) {
+      return fail(fmt::format("'{}' holds a string with a NUL byte", name));
+    }
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
+Result<ImageSpec> read_image_fields(JsonObject& body, std::string name) {
+  ImageSpec spec;
+  spec.name = std::move(name);
+  DSEC_TRY(check_name(spec.name, "an image's name"));
+  spec.snapshot_dir = DSEC_TRY(body.string("snapshot_dir"));
+  if (spec.snapshot_dir.front() != '/') {
+    return fail(
+        "'snapshot_dir' must be an absolute path (the daemon's working directory is "
+        "not the client's)");
+  }
+  const uint64_t ready = DSEC_TRY(body.optional_unsigned_int("ready")).value_or(0);
+  const uint64_t max =
+      DSEC_TRY(body.optional_unsigned_int("max")).value_or(std::max<uint64_t>(ready, 1));
+  if (ready > kMaxClonesPerImage || max > kMaxClonesPerImage || max == 0) {
+    return fail(fmt::format("'ready' and 'max' must be at most {}, and 'max' at least 1",
+                            kMaxClonesPerImage));
+  }
+  spec.ready = static_cast<uint32_t>(ready);
+  spec.max = static_cast<uint32_t>(max);
+  if (spec.ready > spec.max) {
+    return fail(fmt::format("'ready' ({}) is more than 'max' ({}): lower 'ready' or raise 'max'",
+                            spec.ready, spec.max));
+  }
+  spec.ttl_s = DSEC_TRY(body.optional_unsigned_int("ttl_s")).value_or(0);
+  if (spec.ttl_s > kMaxTtlSeconds) {
+    return fail(fmt::format("'ttl_s' must be at most {} (a week); 0 means none", kMaxTtlSeconds));
+  }
+  return spec;
+}
+
+}  // namespace
+
+Status check_name(std::string_view name, std::string_view what) {
+  const bool fits = !name.empty() && name.size() <= kMaxNameLength &&
+                    std::all_of(name.begin(), name.end(),
+                                [](char c) {
+                                  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                         (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+                                }) &&
+                    name.front() != '.';
+  if (!fits) {
+    return fail(
+        fmt::format("{} must be 1 to {} letters, digits, '-', '_' or '.', not starting "
+                    "with '.'",
+                    what, kMaxNameLength));
+  }
+  return ok();
+}
+
+Result<ImageSpec> parse_image_spec(std::string_view name, std::string_view body) {
+  auto object = DSEC_TRY(JsonObject::parse(body));
+  auto spec = DSEC_TRY(read_image_fields(object, std::string(name)));
+  DSEC_TRY(object.finish());
+  return spec;
+}
+
+nlohmann::json image_spec_json(const ImageSpec& spec) {
+  return {{"name", spec.name},
+          {"snapshot_dir", spec.snapshot_dir},
+          {"ready", spec.ready},
+          {"max", spec.max},
+          {"ttl_s", spec.ttl_s}};
+}
+
+Result<ImageSpec> image_spec_from_json(const nlohmann::json& value) {
+  auto object = DSEC_TRY(JsonObject::of(value, "an image"));
+  auto name = DSEC_TRY(object.string("name"));
+  auto spec = DSEC_TRY(read_image_fields(object, std::move(name)));
+  DSEC_TRY(object.finish());
+  return spec;
+}
+
+Result<AcquireRequest> parse_acquire(std::string_view body) {
+  auto object = DSEC_TRY(JsonObject::parse(body));
+  AcquireRequest request{.image = DSEC_TRY(object.string("image")),
+                         .ttl_s = DSEC_TRY(object.optional_unsigned_int("ttl_s"))};
+  if (request.ttl_s && *request.ttl_s > kMaxTtlSeconds) {
+    return fail(fmt::format("'ttl_s' must be at most {} (a week); 0 means none", kMaxTtlSeconds));
+  }
+  DSEC_TRY(object.finish());
+  return request;
+}
+
+Result<ExecCall> parse_exec(std::string_view body) {
+  auto object = DSEC_TRY(JsonObject::parse(body));
+  ExecCall call;
+  call.request.argv = DSEC_TRY(string_array(DSEC_TRY(object.array("argv")), "argv"));
+  if (call.request.argv.empty() || call.request.argv.front().empty()) {
+    return fail("'argv' must name a program: [\"program\", \"arg\", ...]");
+  }
+  if (const auto env = DSEC_TRY(object.optional_array("env"))) {
+    call.request.env = DSEC_TRY(string_array(*env, "env"));
+    for (const auto& entry : call.request.env) {
+      if (entry.find('=') == std::string::npos || entry.front() == '=') {
+        return fail("each of 'env' must be NAME=value, not \"" + entry + "\"");
+      }
+    }
+  }
+  call.request.cwd = DSEC_TRY(object.optional_string("cwd")).value_or("");
+  const uint64_t timeout =
+      DSEC_TRY(object.optional_unsigned_int("timeout_ms")).value_or(kDefaultExecTimeoutMs);
+  if (timeout == 0 || timeout > kMaxExecTimeoutMs) {
+    return fail(fmt::format("'timeout_ms' must be 1 to {} (default {})", kMaxExecTimeoutMs,
+                            kDefaultExecTimeoutMs));
+  }
+  call.request.timeout_ms = static_cast<uint32_t>(timeout);
+  if (auto stdin_data = DSEC_TRY(object.optional_string("stdin"))) {
+    call.request.stdin_open = true;
+    call.stdin_data = std::move(*stdin_data);
+  }
+  DSEC_TRY(object.finish());
+  return call;
+}
+
+}  // namespace dsec::pool

@@ -1,0 +1,57 @@
+// The pool API's request bodies (docs/pool.md), read strictly: every field of the type it
+// must have, within its bounds, and no field the API does not know. Each error message
+// names the field and says what it must be; the API answers it as a 400.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vmm/agent/protocol.h"
+#include "vmm/common/error.h"
+
+namespace dsec::pool {
+
+// A warm image and its limits: PUT /images/{name}, and the daemon's images.json.
+struct ImageSpec {
+  std::string name;
+  std::string snapshot_dir;  // absolute, holding `state` and `memory`
+  uint32_t ready = 0;        // ready clones kept restored
+  uint32_t max = 1;          // clones at most, ready and in use together
+  uint64_t ttl_s = 0;        // an acquired sandbox's time to live; 0: none
+  bool operator==(const ImageSpec&) const = default;
+};
+
+// POST /sandboxes.
+struct AcquireRequest {
+  std::string image;
+  std::optional<uint64_t> ttl_s;  // overrides the image's
+};
+
+// POST /sandboxes/{id}/exec.
+struct ExecCall {
+  agent::ExecRequest request;
+  std::string stdin_data;  // sent, then closed, when request.stdin_open
+};
+
+// What a name (an image's, a sandbox's id) may hold: it becomes part of file names.
+Status check_name(std::string_view name, std::string_view what);
+
+// `name` from the path; `body` the request's.
+Result<ImageSpec> parse_image_spec(std::string_view name, std::string_view body);
+nlohmann::json image_spec_json(const ImageSpec& spec);
+// An image as images.json keeps it (with its name inside).
+Result<ImageSpec> image_spec_from_json(const nlohmann::json& value);
+
+Result<AcquireRequest> parse_acquire(std::string_view body);
+Result<ExecCall> parse_exec(std::string_view body);
+
+// Bounds that keep one request from asking the daemon for unbounded work.
+inline constexpr uint32_t kMaxClonesPerImage = 4096;
+inline constexpr uint64_t kMaxTtlSeconds = uint64_t{7} * 24 * 3600;
+inline constexpr uint32_t kMaxExecTimeoutMs = 600'000;
+inline constexpr size_t kMaxExecArgs = 4096;
+
+}  // namespace dsec::pool

@@ -1,0 +1,193 @@
+#include "vmm/pool/state_records.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "vmm/common/atomic_file.h"
+#include "vmm/common/json_object.h"
+
+namespace dsec::pool {
+namespace {
+
+constexpr size_t kMaxStateFileBytes = size_t{1} << 20;
+
+Status make_dir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return fail_errno("cannot make the state directory " + path, errno);
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return fail(path + " is not a directory", "choose another --state-dir");
+  }
+  return ok();
+}
+
+Status write_whole(const std::string& path, const std::string& text) {
+  auto writer = DSEC_TRY(AtomicFileWriter::create(path));
+  DSEC_TRY(
+      writer.write_at(0, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size())));
+  return writer.commit();
+}
+
+Result<std::string> read_small_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return fail_errno("cannot read " + path, errno);
+  }
+  std::string text(kMaxStateFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxStateFileBytes) {
+    return fail(path + " is larger than a state file can be");
+  }
+  return text;
+}
+
+Result<SandboxState> state_of(std::string_view name) {
+  for (auto state : {SandboxState::kStarting, SandboxState::kReady, SandboxState::kInUse,
+                     SandboxState::kStopping}) {
+    if (state_name(state) == name) {
+      return state;
+    }
+  }
+  return fail("unknown sandbox state \"" + std::string(name) + "\"");
+}
+
+}  // namespace
+
+std::string_view state_name(SandboxState state) {
+  switch (state) {
+    case SandboxState::kStarting:
+      return "starting";
+    case SandboxState::kReady:
+      return "ready";
+    case SandboxState::kInUse:
+      return "in_use";
+    case SandboxState::kStopping:
+      return "stopping";
+  }
+  return "?";
+}
+
+std::string record_text(const SandboxRecord& record) {
+  const nlohmann::json value = {{"id", record.id},
+                                {"image", record.image},
+                                {"pid", record.process.pid},
+                                {"start_time", record.process.start_time},
+                                {"vsock", record.files.vsock},
+                                {"log", record.files.log},
+                                {"state", state_name(record.state)},
+                                {"expires_at_ms", record.expires_at_ms}};
+  return value.dump() + "\n";
+}
+
+Result<SandboxRecord> parse_record(std::string_view text) {
+  auto object = DSEC_TRY(JsonObject::parse(text, "the record"));
+  SandboxRecord record;
+  record.id = DSEC_TRY(object.string("id"));
+  DSEC_TRY(check_name(record.id, "a sandbox's id"));
+  record.image = DSEC_TRY(object.string("image"));
+  const uint32_t pid = DSEC_TRY(object.unsigned_int32("pid"));
+  if (pid == 0 || pid > INT32_MAX) {
+    return fail("the record's pid " + std::to_string(pid) + " is no process's");
+  }
+  record.process.pid = static_cast<pid_t>(pid);
+  record.process.start_time = DSEC_TRY(object.unsigned_int("start_time"));
+  record.files.vsock = DSEC_TRY(object.string("vsock"));
+  record.files.log = DSEC_TRY(object.string("log"));
+  record.state = DSEC_TRY(state_of(DSEC_TRY(object.string("state"))));
+  const uint64_t expires = DSEC_TRY(object.unsigned_int("expires_at_ms"));
+  if (expires > INT64_MAX) {
+    return fail("the record's expires_at_ms is out of range");
+  }
+  record.expires_at_ms = static_cast<int64_t>(expires);
+  DSEC_TRY(object.finish());
+  return record;
+}
+
+Result<StateDir> StateDir::open(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') {
+    dir.pop_back();
+  }
+  DSEC_TRY(make_dir(dir));
+  StateDir state(std::move(dir));
+  DSEC_TRY(make_dir(state.sandboxes_dir()));
+  return state;
+}
+
+SandboxFiles StateDir::files_for(std::string_view id) const {
+  const std::string base = sandboxes_dir() + "/" + std::string(id);
+  return {.vsock = base + ".vsock", .log = base + ".log"};
+}
+
+Status StateDir::write_record(const SandboxRecord& record) const {
+  return write_whole(sandboxes_dir() + "/" + record.id + ".json", record_text(record));
+}
+
+void StateDir::remove_record(std::string_view id) const {
+  ::unlink((sandboxes_dir() + "/" + std::string(id) + ".json").c_str());
+}
+
+std::vector<SandboxRecord> StateDir::read_records(std::vector<std::string>& unreadable) const {
+  std::vector<SandboxRecord> records;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(sandboxes_dir(), ec)) {
+    if (entry.path().extension() != ".json") {
+      continue;
+    }
+    const std::string path = entry.path().string();
+    auto record = [&]() -> Result<SandboxRecord> {
+      auto parsed = DSEC_TRY(parse_record(DSEC_TRY(read_small_file(path))));
+      if (entry.path().stem() != parsed.id) {
+        return fail("its id \"" + parsed.id + "\" is not its file's name");
+      }
+      return parsed;
+    }();
+    if (record) {
+      records.push_back(std::move(*record));
+    } else {
+      unreadable.push_back(path + ": " + record.error().message());
+    }
+  }
+  return records;
+}
+
+Status StateDir::write_images(const std::vector<ImageSpec>& images) const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& image : images) {
+    list.push_back(image_spec_json(image));
+  }
+  return write_whole(dir_ + "/images.json", nlohmann::json{{"images", list}}.dump(2) + "\n");
+}
+
+Result<std::vector<ImageSpec>> StateDir::read_images() const {
+  const std::string path = dir_ + "/images.json";
+  if (::access(path.c_str(), F_OK) != 0) {
+    return std::vector<ImageSpec>{};
+  }
+  auto object = DSEC_TRY(JsonObject::parse(DSEC_TRY(read_small_file(path)), path));
+  const auto list = DSEC_TRY(object.array("images"));
+  DSEC_TRY(object.finish());
+  std::vector<ImageSpec> images;
+  for (const auto& item : list) {
+    auto spec = image_spec_from_json(item);
+    if (!spec) {
+      return std::unexpected(spec.error().with_context(path));
+    }
+    images.push_back(std::move(*spec));
+  }
+  return images;
+}
+
+void StateDir::remove_own_files() const {
+  ::unlink((dir_ + "/images.json").c_str());
+  ::rmdir(sandboxes_dir().c_str());
+}
+
+}  // namespace dsec::pool

@@ -1,0 +1,65 @@
+// What the pool daemon keeps in its state directory, so that a daemon started again after
+// a crash finds its images and its sandboxes (docs/pool.md):
+//   DIR/images.json          the registered images and their limits
+//   DIR/sandboxes/ID.json    one record per sandbox: its VMM's identity, files and state
+//   DIR/sandboxes/ID.vsock   the sandbox's vsock socket;  DIR/sandboxes/ID.log its VMM's log
+// Every file is written whole or not at all (AtomicFileWriter). Records are read back
+// strictly: a record that does not parse is reported, never half-trusted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vmm/common/error.h"
+#include "vmm/pool/pool_requests.h"
+#include "vmm/pool/process_identity.h"
+#include "vmm/pool/vmm_launcher.h"
+
+namespace dsec::pool {
+
+enum class SandboxState { kStarting, kReady, kInUse, kStopping };
+std::string_view state_name(SandboxState state);
+
+struct SandboxRecord {
+  std::string id;
+  std::string image;
+  ProcessIdentity process;
+  SandboxFiles files;
+  SandboxState state = SandboxState::kStarting;
+  int64_t expires_at_ms = 0;  // wall clock (ms since the epoch) at which it is stopped; 0: never
+  bool operator==(const SandboxRecord&) const = default;
+};
+
+std::string record_text(const SandboxRecord& record);
+Result<SandboxRecord> parse_record(std::string_view text);
+
+class StateDir {
+ public:
+  // Makes DIR and DIR/sandboxes (mode 0700) where missing.
+  static Result<StateDir> open(std::string dir);
+
+  const std::string& path() const { return dir_; }
+  // The files a new sandbox `id` gets.
+  SandboxFiles files_for(std::string_view id) const;
+
+  Status write_record(const SandboxRecord& record) const;
+  void remove_record(std::string_view id) const;
+  // Every record; `unreadable` gets the paths of those that do not parse (with why).
+  std::vector<SandboxRecord> read_records(std::vector<std::string>& unreadable) const;
+
+  Status write_images(const std::vector<ImageSpec>& images) const;
+  // None when there is no images.json.
+  Result<std::vector<ImageSpec>> read_images() const;
+
+  // Removes images.json and the sandboxes directory if it is empty: a clean shutdown.
+  void remove_own_files() const;
+
+ private:
+  explicit StateDir(std::string dir) : dir_(std::move(dir)) {}
+  std::string sandboxes_dir() const { return dir_ + "/sandboxes"; }
+  std::string dir_;
+};
+
+}  // namespace dsec::pool

@@ -1,0 +1,126 @@
+#include "vmm/pool/vmm_launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace dsec::pool {
+namespace {
+
+constexpr int kReadyFd = 3;
+
+// posix_spawn's attributes and file actions, destroyed however the spawn ends.
+struct SpawnSetup {
+  posix_spawnattr_t attr{};
+  posix_spawn_file_actions_t actions{};
+  SpawnSetup() {
+    posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_init(&actions);
+  }
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
+  ~SpawnSetup() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
+};
+
+// A pipe whose ends sit above the descriptors the child gets (0-3), so that the dup2 onto
+// 3 always makes a copy, which drops O_CLOEXEC.
+Result<std::pair<UniqueFd, UniqueFd>> ready_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return fail_errno("pipe2 for a VMM's ready line", errno);
+  }
+  UniqueFd read_end(fds[0]);
+  UniqueFd write_end(fds[1]);
+  if (write_end.get() <= kReadyFd) {
+    write_end.reset(::fcntl(fds[1], F_DUPFD_CLOEXEC, kReadyFd + 1));
+    ::close(fds[1]);
+    if (!write_end) {
+      return fail_errno("fcntl F_DUPFD_CLOEXEC", errno);
+    }
+  }
+  return std::pair{std::move(read_end), std::move(write_end)};
+}
+
+}  // namespace
+
+Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
+                                          const std::string& log_path) {
+  if (argv.empty()) {
+    return fail("no command to launch");
+  }
+  auto [read_end, write_end] = DSEC_TRY(ready_pipe());
+  SpawnSetup setup;
+  // A process group of its own: the daemon's terminal's signals do not reach it, and a
+  // jailed VMM's supervisor and child are stopped together.
+  posix_spawnattr_setflags(&setup.attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&setup.attr, 0);
+  // The daemon blocks SIGTERM and SIGINT to read them synchronously; the VMM must not
+  // inherit that, and takes every signal's default.
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&setup.attr, &none);
+  sigset_t all;
+  sigfillset(&all);
+  posix_spawnattr_setsigdefault(&setup.attr, &all);
+  posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&setup.actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
+  posix_spawn_file_actions_adddup2(&setup.actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&setup.actions, write_end.get(), kReadyFd);
+  // Nothing else of the daemon's (its socket, other VMMs' pipes) reaches the VMM.
+  posix_spawn_file_actions_addclosefrom_np(&setup.actions, kReadyFd + 1);
+
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const auto& a : argv) {
+    args.push_back(const_cast<char*>(a.c_str()));
+  }
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int err =
+          ::posix_spawn(&pid, argv[0].c_str(), &setup.actions, &setup.attr, args.data(), environ);
+      err != 0) {
+    return fail_errno("cannot start " + argv[0], err);
+  }
+  // Our child cannot be reaped by anyone else, so its pid is its own until we wait.
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) {
+    const int err = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return fail_errno("pidfd_open of a new VMM", err, "the daemon needs Linux 5.3 or newer");
+  }
+  const auto start = process_start_time(pid);
+  if (!start) {
+    (void)signal_pidfd(pidfd.get(), SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return std::unexpected(start.error());
+  }
+  return LaunchedVmm{.identity = {.pid = pid, .start_time = *start},
+                     .pidfd = std::move(pidfd),
+                     .ready = std::move(read_end)};
+}
+
+Result<LaunchedVmm> RestoreLauncher::launch(const std::string& snapshot_dir,
+                                            const SandboxFiles& files) {
+  std::vector<std::string> argv{vmm_binary_,
+                                "restore",
+                                snapshot_dir,
+                                "--vsock",
+                                files.vsock,
+                                "--ready-fd",
+                                std::to_string(kReadyFd)};
+  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+  return spawn_with_ready_pipe(argv, files.log);
+}
+
+}  // namespace dsec::pool
