@@ -150,14 +150,6 @@ Result<std::optional<bool>> JsonObject::optional_boolean(const char* name) {
   return field->get<bool>();
 }
 
-Result<std::optional<uint64_t>> JsonObject::optional_unsigned_int(const char* name) {
-  const json* field = DSEC_TRY(find(name, &json::is_number_unsigned, "a non-negative integer"));
-  if (field == nullptr) {
-    return std::nullopt;
-  }
-  return field->get<uint64_t>();
-}
-
 Result<std::optional<json>> JsonObject::optional_object(const char* name) {
   const json* field = DSEC_TRY(find(name, &json::is_object, "an object"));
   if (field == nullptr) {
