@@ -25,11 +25,12 @@ using namespace std::chrono_literals;
 constexpr auto kReadyDeadline = std::chrono::seconds(300);
 
 // Started before the snapshot: a counter in /tmp that goes up every 100 ms, detached from
-// the agent's exec (its own session, output nowhere).
+// the agent's exec (its own session, output nowhere). Each value replaces the file whole
+// (a rename), so that a reader never sees it empty between truncation and write.
 constexpr const char* kCounterSetup =
     "echo warm-file > /tmp/warm.txt; "
-    "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done' "
-    ">/dev/null 2>&1 </dev/null &";
+    "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/counter.new; "
+    "mv /tmp/counter.new /tmp/counter; sleep 0.1; done' >/dev/null 2>&1 </dev/null &";
 
 // The warm image the tests clone: 2 vCPUs, 256 MiB, the counter and the file made first.
 const WarmImage& warm_image() {
