@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "tests/kvm/hostile_driver.h"
-#include "tests/kvm/hostile_vm.h"
+#include "tests/hostile/driver.h"
+#include "tests/hostile/vm.h"
 
 namespace dsec::test::hostile {
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "tests/kvm/hostile_attacks.h"
+#include "tests/hostile/attacks.h"
 
 namespace dsec::test::hostile {
 namespace {

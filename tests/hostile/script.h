@@ -1,4 +1,4 @@
-// The host test's side of the hostile guest's script (hostile_guest/script_ops.h): ops
+// The host test's side of the hostile guest's script (guest/script_ops.h): ops
 // appended one by one, then the bytes the guest gets as its initrd. The guest runs them in
 // order and fails at the first expectation that does not hold.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tests/kvm/hostile_guest/script_ops.h"
+#include "tests/hostile/guest/script_ops.h"
 
 namespace dsec::test::hostile {
 

@@ -6,7 +6,7 @@
 // serving, without a device reset.
 #include <gtest/gtest.h>
 
-#include "tests/kvm/hostile_attacks.h"
+#include "tests/hostile/attacks.h"
 
 namespace dsec::test::hostile {
 namespace {

@@ -1,10 +1,10 @@
-// The hostile guest's descriptor-chain and ring-index attacks (hostile_attacks.h) on every
+// The hostile guest's descriptor-chain and ring-index attacks (attacks.h) on every
 // queue the devices take chains from: virtio-rng's, virtio-blk's, and virtio-vsock's tx and
 // rx queues. Each attack must leave the device showing DEVICE_NEEDS_RESET, and after a
 // reset serving a valid request. (virtio-net's queues: hostile_net_test.cpp.)
 #include <gtest/gtest.h>
 
-#include "tests/kvm/hostile_attacks.h"
+#include "tests/hostile/attacks.h"
 
 namespace dsec::test::hostile {
 namespace {

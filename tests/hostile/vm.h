@@ -1,4 +1,4 @@
-// Runs the hostile guest (hostile_guest/guest.c) in dsec-vmm with the devices a sandbox
+// Runs the hostile guest (guest/guest.c) in dsec-vmm with the devices a sandbox
 // gets: a virtio-blk disk on a temporary file, virtio-vsock on a Unix socket with a host
 // peer listening for the guest's connections, virtio-rng and, when asked, virtio-net on a
 // TAP. Each run is a fresh dsec-vmm process, given one script as its initrd; the run
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/kvm/hostile_script.h"
+#include "tests/hostile/script.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "vmm/common/unique_fd.h"

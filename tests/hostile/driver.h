@@ -1,4 +1,4 @@
-// A virtio-mmio driver written as hostile-guest script (hostile_script.h): the ops a guest
+// A virtio-mmio driver written as hostile-guest script (script.h): the ops a guest
 // driver would run to reset, negotiate with and set up a device, build descriptor chains
 // and publish them, notify and wait for the used ring. The host test keeps the driver's
 // side of each queue (its avail and used indices) here, as the script is fixed before the
@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "tests/kvm/hostile_script.h"
+#include "tests/hostile/script.h"
 
 namespace dsec::test::hostile {
 

@@ -4,8 +4,8 @@
  *
  * Layout: a header, `op_count` ops of 64 bytes, then a blob of bytes (label texts, data to
  * copy into guest RAM) that ops refer to by offset from the blob's start. */
-#ifndef DSEC_TESTS_KVM_HOSTILE_GUEST_SCRIPT_OPS_H
-#define DSEC_TESTS_KVM_HOSTILE_GUEST_SCRIPT_OPS_H
+#ifndef DSEC_TESTS_HOSTILE_GUEST_SCRIPT_OPS_H
+#define DSEC_TESTS_HOSTILE_GUEST_SCRIPT_OPS_H
 
 #include <stdint.h>
 
@@ -70,4 +70,4 @@ struct hostile_op {
   uint64_t arg;
 };
 
-#endif /* DSEC_TESTS_KVM_HOSTILE_GUEST_SCRIPT_OPS_H */
+#endif /* DSEC_TESTS_HOSTILE_GUEST_SCRIPT_OPS_H */

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/kvm/hostile_requests.h"
+#include "tests/hostile/requests.h"
 
 namespace dsec::test::hostile {
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <vector>
 
-#include "tests/kvm/hostile_attacks.h"
+#include "tests/hostile/attacks.h"
 
 namespace dsec::test::hostile {
 namespace {

@@ -5,7 +5,7 @@
 // serves a valid request, after a reset only where it had to refuse work.
 #include <gtest/gtest.h>
 
-#include "tests/kvm/hostile_attacks.h"
+#include "tests/hostile/attacks.h"
 
 namespace dsec::test::hostile {
 namespace {
