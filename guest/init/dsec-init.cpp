@@ -14,7 +14,9 @@
 //                          (docs/agent-protocol.md) until the VM is stopped
 //    and prints `dsec-init: exit status=<n>` when it ends (128+signal if killed).
 // 6. Kills what is left, syncs and reboots. Without ACPI a reboot is the only way out
-//    of the guest (reboot=k: through the i8042); the VMM treats it as the VM's exit.
+//    of the guest (reboot=k: through the i8042); the VMM treats it as the VM's exit, a
+//    clean one (status 0) only when announced: an image that cannot be booted or an agent
+//    that cannot listen reboots unannounced, so the VMM exits 2.
 // A ctrl-alt-del (the VMM's SendCtrlAltDel, docs/api.md) comes to it as SIGINT, for which
 // it does step 6 at once, from wherever it is.
 //
@@ -268,13 +270,20 @@ void take_ctrl_alt_del() {
   }
 }
 
-[[noreturn]] void shut_down() {
+// How the guest ends: kClean announces a clean shutdown to the VMM (exit status 0);
+// kFailed does not, so that the VMM reports a guest that could not do what it was booted
+// for (exit status 2, the console saying why) rather than a success.
+enum class Ending { kClean, kFailed };
+
+[[noreturn]] void shut_down(Ending ending = Ending::kClean) {
   kill(-1, SIGKILL);  // Everything but PID 1.
   while (waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
   }
   sync();
-  say("rebooting");
-  signal_boot_timer(DSEC_BOOT_TIMER_SHUTDOWN_VALUE);  // a clean exit, not a crash
+  say(ending == Ending::kClean ? "rebooting" : "rebooting after the error above");
+  if (ending == Ending::kClean) {
+    signal_boot_timer(DSEC_BOOT_TIMER_SHUTDOWN_VALUE);  // a clean exit, not a crash
+  }
   reboot(RB_AUTOBOOT);
   // Still here: the kernel refused. Exiting would panic the kernel, which with
   // panic=-1 also ends the VM, but say why first.
@@ -308,7 +317,7 @@ int main() {
     if (auto switched = dsec::init::switch_to_image_root(root); !switched) {
       say("error: cannot boot the image on %s: %s", root.device.c_str(),
           switched.error().message().c_str());
-      shut_down();
+      shut_down(Ending::kFailed);
     }
     say("root is %s (%s, read-only) under an overlay on %s", root.device.c_str(),
         root.fstype.c_str(), root.upper_device.empty() ? "tmpfs" : root.upper_device.c_str());
@@ -328,6 +337,7 @@ int main() {
     say("exit status=%d", run_shell({}, true));
   } else if (listener && !*listener) {
     say("error: the agent cannot listen: %s", listener->error().message().c_str());
+    shut_down(Ending::kFailed);
   } else if (listener) {
     say("agent listening on vsock port %u", dsec::agent::kAgentPort);
     const std::string why = dsec::agent::serve(std::move(**listener));

@@ -41,8 +41,8 @@ constexpr gid_t kJailGid = 4343;
 constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
 constexpr const char* kCgroupParent = "dsec-vmm-jail-test";
 
-// cgroup v2 where the jail expects it. The test bed mounts sysfs but not cgroup2 (a host
-// with systemd has it): mounted here, as root, once per test-bed session.
+// cgroup v2 where the jail expects it. A host with systemd has it, and so does the test
+// bed; mounted here, as root, on a host that has not.
 void ensure_cgroup2_mounted() {
   struct statfs st {};
   if (::statfs(kCgroupRoot, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) {

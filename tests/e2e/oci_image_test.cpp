@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tests/support/dsec_vmm.h"
@@ -63,6 +65,35 @@ TEST(OciImage, AnImportedLayoutBootsWithoutTheFileItsUpperLayerDeleted) {
   // The root is the image under the private overlay, as for images/build-rootfs's.
   const ShellOutput mounts = sh(vm, "cat /proc/mounts");
   EXPECT_THAT(mounts.out, HasSubstr("overlay / overlay"));
+}
+
+// An image whose EROFS superblock is sound (so the host's check passes) but whose metadata
+// is gone: the guest cannot mount it, says so on the console, and dsec-vmm fails (2: the
+// guest did not end cleanly) instead of reporting a sandbox that ran.
+TEST(OciImage, AnImageTheGuestCannotMountEndsTheRunWithAFailure) {
+  if (default_image().kernel.empty()) return;  // the failure says why
+  TempDir dir;
+  OciLayoutBuilder layout(dir.file("layout"));
+  TarBuilder layer;
+  layer.dir("etc").file("etc/greeting", "hello\n");
+  layout.index(
+      {layout.image({layout.blob(layer.bytes(), OciLayoutBuilder::kLayerTar)}, "amd64", "tiny:1")});
+  const std::filesystem::path image = dir.file("tiny.erofs");
+  const ProcessOutput imported = run_vmm(
+      {"image", "import", layout.dir().string(), "--out", image.string()}, std::chrono::minutes(5));
+  ASSERT_EQ(imported.exit_status, 0) << imported.describe();
+
+  // Everything after the superblock (bytes 1024 to 1152) becomes zeros: the root inode with it.
+  std::string bytes = file_text(image);
+  ASSERT_GT(bytes.size(), 1152U);
+  std::fill(bytes.begin() + 1152, bytes.end(), '\0');
+  const std::filesystem::path corrupt = dir.file("corrupt.erofs");
+  std::ofstream(corrupt, std::ios::binary) << bytes;
+
+  const ProcessOutput run = run_vmm({"run", "--image", corrupt.string()}, kReadyDeadline);
+  EXPECT_EQ(run.exit_status, 2) << run.describe();
+  EXPECT_THAT(run.out, HasSubstr("cannot boot the image on /dev/vda")) << run.describe();
+  EXPECT_THAT(run.err, HasSubstr("rebooted without its init announcing it")) << run.describe();
 }
 
 }  // namespace

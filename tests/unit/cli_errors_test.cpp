@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "tests/support/run_command.h"
 
 namespace dsec::test {
@@ -64,6 +66,24 @@ TEST(CliErrors, AnExecWhoseVmSocketIsMissingSaysSoAndExits125) {
       run_command(kVmm + " exec --answer-timeout 1 /nonexistent/v.sock -- true 2>&1");
   EXPECT_EQ(missing.exit_status, 125);
   EXPECT_THAT(missing.output, HasSubstr("is the VM running with this vsock socket?"));
+}
+
+// --wait keeps trying while the socket is missing, then gives up with the reason.
+TEST(CliErrors, AnExecOrCpThatWaitsForAnAgentThatNeverComesFailsAfterTheWait) {
+  const auto started = std::chrono::steady_clock::now();
+  const CommandOutput exec =
+      run_command(kVmm + " exec --wait 0.5 /nonexistent/v.sock -- true 2>&1");
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(500));
+  EXPECT_EQ(exec.exit_status, 125);
+  EXPECT_THAT(exec.output, AllOf(HasSubstr("did not answer within 500 ms"),
+                                 HasSubstr("is the VM running with this vsock socket?")));
+
+  const CommandOutput cp = run_command(kVmm +
+                                       " cp --wait 0.2 /nonexistent/v.sock /etc/hostname "
+                                       "vm:/tmp/h 2>&1");
+  EXPECT_EQ(cp.exit_status, 1);
+  EXPECT_THAT(cp.output, HasSubstr("did not answer within 200 ms"));
+  EXPECT_THAT(run_command(kVmm + " exec --help").output, HasSubstr("--wait"));
 }
 
 TEST(CliErrors, SmokeWithoutKvmPrintsWhatToDoOnStderrAndExitsOne) {

@@ -13,6 +13,7 @@
 #include "vmm/agent/client.h"
 #include "vmm/agent/file_copy.h"
 #include "vmm/agent/frame_io.h"
+#include "vmm/agent/readiness.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 
@@ -44,6 +45,25 @@ void add_answer_timeout_option(CLI::App& command, double& seconds, const std::st
       ->capture_default_str();
 }
 
+// --wait, the same on exec and cp.
+void add_wait_option(CLI::App& command, double& seconds) {
+  command
+      .add_option("--wait", seconds,
+                  "Seconds to wait, before anything else, for the sandbox's agent to answer (the "
+                  "socket to appear and a health check to pass), for a VM that is still booting "
+                  "or restoring; 0 (the default): no waiting")
+      ->check(CLI::Range(0.0, 86400.0));
+}
+
+// Waits for the agent as --wait says; an error that says why it did not answer in time.
+Status wait_for_agent(const std::string& vsock, double wait_s) {
+  if (wait_s <= 0) {
+    return ok();
+  }
+  return agent::wait_for_agent(vsock,
+                               std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)), {});
+}
+
 agent::Sink to_fd(int fd) {
   return [fd](std::span<const uint8_t> b) { return agent::write_all(fd, b); };
 }
@@ -55,6 +75,7 @@ struct ExecOptions {
   std::string cwd;
   double timeout_s = 0;
   double answer_timeout_s = kDefaultAnswerTimeoutS;
+  double wait_s = 0;
   bool stdin_open = false;
 };
 
@@ -88,6 +109,10 @@ int exec_main(const ExecOptions& o) {
     }
     input = std::move(*in);
   }
+  if (auto waited = wait_for_agent(o.vsock, o.wait_s); !waited) {
+    (void)std::fprintf(stderr, "dsec-vmm exec: %s\n", waited.error().message().c_str());
+    return kExitAgentError;
+  }
   auto client = client_for(o.vsock, o.answer_timeout_s);
   auto status = client.exec(req, to_fd(STDOUT_FILENO), to_fd(STDERR_FILENO), input);
   if (!status) {
@@ -112,6 +137,7 @@ struct CpOptions {
   std::string source;
   std::string destination;
   double answer_timeout_s = kDefaultAnswerTimeoutS;
+  double wait_s = 0;
 };
 
 constexpr std::string_view kGuestPrefix = "vm:";
@@ -122,6 +148,10 @@ int cp_main(const CpOptions& o) {
   if (into_guest == out_of_guest) {
     (void)std::fprintf(
         stderr, "dsec-vmm cp: exactly one of SOURCE and DEST must be a guest path (vm:/path)\n");
+    return 1;
+  }
+  if (auto waited = wait_for_agent(o.vsock, o.wait_s); !waited) {
+    (void)std::fprintf(stderr, "dsec-vmm cp: %s\n", waited.error().message().c_str());
     return 1;
   }
   auto client = client_for(o.vsock, o.answer_timeout_s);
@@ -160,7 +190,8 @@ void add_exec_command(CLI::App& app, CommandAction& action) {
       "agent whether it still answers, and exec fails (status 125) when it does not. Exit "
       "status: the command's own; 128+N if signal N killed it; 124 if --timeout fired (the "
       "command's whole process group is killed); 125 if the agent could not be reached, "
-      "stopped answering or refused the command (the reason goes to stderr).");
+      "stopped answering, refused the command or did not answer within --wait (the reason goes "
+      "to stderr).");
   exec->add_option("vsock", o->vsock, "The VM's vsock Unix socket")->required();
   exec->add_option("command", o->command, "The command and its arguments (after --)")->required();
   exec->add_option("--env,-e", o->env, "NAME=value for the command's environment (repeatable)")
@@ -172,6 +203,7 @@ void add_exec_command(CLI::App& app, CommandAction& action) {
       ->check(CLI::Range(0.0, 4294967.0));
   exec->add_flag("--stdin,-i", o->stdin_open, "Send our stdin to the command (read whole first)");
   add_answer_timeout_option(*exec, o->answer_timeout_s, "exec");
+  add_wait_option(*exec, o->wait_s);
   exec->callback([&action, o] { action = [o] { return exec_main(*o); }; });
 
   auto c = std::make_shared<CpOptions>();
@@ -188,6 +220,7 @@ void add_exec_command(CLI::App& app, CommandAction& action) {
   cp->add_option("source", c->source, "Host path, or vm:/path in the guest")->required();
   cp->add_option("dest", c->destination, "Host path, or vm:/path in the guest")->required();
   add_answer_timeout_option(*cp, c->answer_timeout_s, "copy");
+  add_wait_option(*cp, c->wait_s);
   cp->callback([&action, c] { action = [c] { return cp_main(*c); }; });
 }
 

@@ -223,7 +223,8 @@ void Machine::on_guest_reset() {
   if (config_.expect_clean_shutdown_announcement && !boot_timer_->shutdown_announced()) {
     control_.request_exit(
         {VmExitKind::kGuestPanic, boot_timer_->boot_time()
-                                      ? "it rebooted without its init announcing it (init died?)"
+                                      ? "it rebooted without its init announcing it (init died, or "
+                                        "failed: its console says why)"
                                       : "it rebooted before reaching userspace (kernel panic?)"});
     return;
   }
