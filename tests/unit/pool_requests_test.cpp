@@ -25,14 +25,21 @@ std::string error_of(const Result<T>& r) {
 TEST(PoolRequests, ImageSpecTakesItsLimits) {
   ASSERT_OK_AND_ASSIGN(auto spec,
                        parse_image_spec("base", R"({"snapshot_dir": "/run/warm", "ready": 2,
-                                                    "max": 8, "ttl_s": 600})"));
-  EXPECT_EQ(
-      spec,
-      (ImageSpec{.name = "base", .snapshot_dir = "/run/warm", .ready = 2, .max = 8, .ttl_s = 600}));
+                                                    "max": 8, "ttl_s": 600,
+                                                    "idle_timeout_s": 60})"));
+  EXPECT_EQ(spec, (ImageSpec{.name = "base",
+                             .snapshot_dir = "/run/warm",
+                             .ready = 2,
+                             .max = 8,
+                             .ttl_s = 600,
+                             .idle_timeout_s = 60}));
+  ASSERT_OK_AND_ASSIGN(auto back, image_spec_from_json(image_spec_json(spec)));
+  EXPECT_EQ(back, spec);
   ASSERT_OK_AND_ASSIGN(auto defaults, parse_image_spec("b", R"({"snapshot_dir": "/w"})"));
   EXPECT_EQ(defaults.ready, 0U);
   EXPECT_EQ(defaults.max, 1U);
   EXPECT_EQ(defaults.ttl_s, 0U);
+  EXPECT_EQ(defaults.idle_timeout_s, 0U);
 }
 
 TEST(PoolRequests, ImageSpecRefusesBadInput) {
@@ -67,6 +74,13 @@ TEST(PoolRequests, AcquireNamesAnImage) {
               HasSubstr("unknown field 'cpus'"));
   EXPECT_THAT(error_of(parse_acquire(R"({"image": "b", "ttl_s": 999999999})")),
               HasSubstr("'ttl_s' must be at most"));
+  ASSERT_OK_AND_ASSIGN(auto leased, parse_acquire(R"({"image": "b", "idle_timeout_s": 45})"));
+  EXPECT_EQ(leased.idle_timeout_s, 45U);
+  EXPECT_EQ(leased.ttl_s, std::nullopt);
+  EXPECT_THAT(error_of(parse_acquire(R"({"image": "b", "idle_timeout_s": 999999999})")),
+              HasSubstr("'idle_timeout_s' must be at most"));
+  EXPECT_THAT(error_of(parse_acquire(R"({"image": "b", "idle_timeout_s": -1})")),
+              HasSubstr("idle_timeout_s"));
 }
 
 TEST(PoolRequests, ExecTakesArgvEnvCwdTimeoutAndStdin) {
@@ -103,9 +117,19 @@ TEST(PoolStateRecords, ARecordReadsBackAsWritten) {
                              .process = {.pid = 4242, .start_time = 987654},
                              .files = {.vsock = "/s/sb-0123.vsock", .log = "/s/sb-0123.log"},
                              .state = SandboxState::kInUse,
-                             .expires_at_ms = 1700000000123};
+                             .expires_at_ms = 1700000000123,
+                             .idle_timeout_ms = 30000};
   ASSERT_OK_AND_ASSIGN(auto back, parse_record(record_text(record)));
   EXPECT_EQ(back, record);
+}
+
+// A record written before idle timeouts existed still reads, with none.
+TEST(PoolStateRecords, ARecordWithoutAnIdleTimeoutReadsAsNone) {
+  ASSERT_OK_AND_ASSIGN(auto back,
+                       parse_record(R"({"id": "sb-1", "image": "base", "pid": 42, "start_time": 7,
+                                  "vsock": "/s/v", "log": "/s/l", "state": "in_use",
+                                  "expires_at_ms": 0})"));
+  EXPECT_EQ(back.idle_timeout_ms, 0U);
 }
 
 TEST(PoolStateRecords, ADamagedRecordIsRefusedWithWhy) {

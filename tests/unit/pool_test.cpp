@@ -213,6 +213,55 @@ TEST_F(PoolTest, TimeToLiveStopsTheSandbox) {
   EXPECT_FALSE(process_exists((*acquired)["pid"].get<pid_t>()));
 }
 
+// A client that keeps naming its sandbox keeps it past the idle timeout; one that stops is
+// taken to have gone away, and the sandbox is stopped.
+TEST_F(PoolTest, AnIdleTimeoutStopsASandboxOnlyOnceItsClientStopsAsking) {
+  auto pool = make_pool(kServes);
+  ASSERT_TRUE(pool->register_image(image(0, 1)));
+  auto acquired = pool->acquire({.image = "base", .idle_timeout_s = 2});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  const std::string id = (*acquired)["id"];
+  EXPECT_EQ((*acquired)["idle_timeout_ms"], 2000);
+
+  // 3 s of requests, each well within the timeout: GET and keepalive renew it.
+  const auto renewing_until = std::chrono::steady_clock::now() + 3000ms;
+  bool get = false;
+  auto last_request = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < renewing_until) {
+    ASSERT_TRUE(get ? pool->sandbox_json(id).has_value() : pool->keepalive(id).has_value());
+    last_request = std::chrono::steady_clock::now();
+    get = !get;
+    const auto next = std::chrono::steady_clock::now() + 200ms;
+    ASSERT_TRUE(run_until([&] { return std::chrono::steady_clock::now() >= next; }));
+  }
+  EXPECT_EQ(pool->counters().idle_stopped, 0U);
+  EXPECT_EQ(pool->count("base", SandboxState::kInUse), 1U);
+
+  // Then silence: stopped 2 s after the last request, and the client is told why.
+  ASSERT_TRUE(run_until([&] { return pool->counters().idle_stopped == 1; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - last_request, 2000ms);
+  const auto gone = pool->keepalive(id);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().status, 410);
+  EXPECT_THAT(gone.error().message, HasSubstr("its idle timeout"));
+  ASSERT_TRUE(run_until([&] { return !process_exists((*acquired)["pid"].get<pid_t>()); }));
+  EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_idle_stopped_total 1"));
+  EXPECT_EQ(pool->counters().expired, 0U);
+}
+
+// The image's idle timeout is the default; a time to live that comes first still wins.
+TEST_F(PoolTest, TheImagesIdleTimeoutAppliesAndAnEarlierTimeToLiveWins) {
+  auto pool = make_pool(kServes);
+  ImageSpec spec = image(0, 2);
+  spec.idle_timeout_s = 60;
+  ASSERT_TRUE(pool->register_image(spec));
+  auto acquired = pool->acquire({.image = "base", .ttl_s = 1});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  EXPECT_EQ((*acquired)["idle_timeout_ms"], 60000);
+  ASSERT_TRUE(run_until([&] { return pool->counters().expired == 1; }));
+  EXPECT_EQ(pool->counters().idle_stopped, 0U);
+}
+
 TEST_F(PoolTest, AVmmThatFailsToStartCountsARefillError) {
   auto pool = make_pool("echo 'dsec-vmm restore: no KVM here' >&2; exit 3");
   ASSERT_TRUE(pool->register_image(image(0, 1)));

@@ -348,8 +348,11 @@ void Pool::hand_over(Sandbox& sandbox, const AcquireRequest& request, const Imag
   const uint64_t ttl_s = request.ttl_s.value_or(image.spec.ttl_s);
   if (ttl_s > 0) {
     sandbox.record.expires_at_ms = wall_ms_now() + static_cast<int64_t>(ttl_s) * 1000;
-    set_timer(sandbox, std::chrono::seconds(ttl_s), &Pool::on_ttl);
   }
+  sandbox.record.idle_timeout_ms =
+      request.idle_timeout_s.value_or(image.spec.idle_timeout_s) * 1000;
+  sandbox.last_request = Clock::now();
+  arm_lease(sandbox);
   ++counters_.acquired;
   persist(sandbox);
 }
@@ -390,6 +393,8 @@ PoolResult<void> Pool::release(const std::string& id) {
 PoolResult<nlohmann::json> Pool::exec(const std::string& id, const ExecCall& call) {
   Sandbox* s = DSEC_TRY(in_use(id));
   auto outcome = exec_in_sandbox(s->record.files.vsock, call);
+  // After the exec: one longer than the idle timeout is no sign of a client gone.
+  s->last_request = Clock::now();
   if (!outcome) {
     return std::unexpected(
         error(502, "exec in sandbox " + id + " failed: " + outcome.error().message()));
@@ -397,11 +402,18 @@ PoolResult<nlohmann::json> Pool::exec(const std::string& id, const ExecCall& cal
   return exec_outcome_json(*outcome);
 }
 
-PoolResult<nlohmann::json> Pool::sandbox_json(const std::string& id) const {
+PoolResult<void> Pool::keepalive(const std::string& id) {
+  Sandbox* s = DSEC_TRY(in_use(id));
+  s->last_request = Clock::now();
+  return {};
+}
+
+PoolResult<nlohmann::json> Pool::sandbox_json(const std::string& id) {
   const auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) {
     return std::unexpected(gone(id));
   }
+  it->second->last_request = Clock::now();
   return sandbox_view(*it->second);
 }
 
@@ -421,6 +433,9 @@ nlohmann::json Pool::sandbox_view(const Sandbox& s) const {
                          {"vsock", s.record.files.vsock}};
   if (s.record.expires_at_ms > 0) {
     view["expires_in_ms"] = std::max<int64_t>(0, s.record.expires_at_ms - wall_ms_now());
+  }
+  if (s.record.state == SandboxState::kInUse && s.record.idle_timeout_ms > 0) {
+    view["idle_timeout_ms"] = s.record.idle_timeout_ms;
   }
   return view;
 }
@@ -476,15 +491,51 @@ void Pool::on_ready_deadline(const std::string& id) {
   schedule_refill(options_.refill_backoff);
 }
 
-void Pool::on_ttl(const std::string& id) {
+void Pool::arm_lease(Sandbox& sandbox) {
+  cancel_timer(sandbox);
+  using std::chrono::nanoseconds;
+  std::optional<nanoseconds> next;
+  if (sandbox.record.expires_at_ms > 0) {
+    next = std::chrono::milliseconds(sandbox.record.expires_at_ms - wall_ms_now());
+  }
+  if (sandbox.record.idle_timeout_ms > 0) {
+    const nanoseconds idle_end = sandbox.last_request +
+                                 std::chrono::milliseconds(sandbox.record.idle_timeout_ms) -
+                                 Clock::now();
+    next = next ? std::min(*next, idle_end) : idle_end;
+  }
+  if (next) {
+    set_timer(sandbox, std::max(*next, nanoseconds{0}), &Pool::on_lease_end);
+  }
+}
+
+// Requests renew the idle timeout without touching the timer: when it fires, it checks
+// which end came, if any, and otherwise waits for the next.
+void Pool::on_lease_end(const std::string& id) {
   const auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) {
     return;
   }
-  it->second->timer.reset();
-  ++counters_.expired;
-  spdlog::info("pool: {} reached its time to live", id);
-  stop(*it->second, "it reached its time to live", 410);
+  Sandbox& s = *it->second;
+  s.timer.reset();
+  if (s.record.expires_at_ms > 0 && wall_ms_now() >= s.record.expires_at_ms) {
+    ++counters_.expired;
+    spdlog::info("pool: {} reached its time to live", id);
+    stop(s, "it reached its time to live", 410);
+    return;
+  }
+  const auto idle = std::chrono::milliseconds(s.record.idle_timeout_ms);
+  if (idle.count() > 0 && Clock::now() - s.last_request >= idle) {
+    ++counters_.idle_stopped;
+    spdlog::info("pool: {}: no request for {} ms (its idle timeout): its client went away", id,
+                 idle.count());
+    stop(s,
+         "no request named it for " + std::to_string(idle.count()) +
+             " ms, its idle timeout (a client keeps it with GET, exec or POST keepalive)",
+         410);
+    return;
+  }
+  arm_lease(s);
 }
 
 void Pool::set_timer(Sandbox& sandbox, std::chrono::nanoseconds delay,

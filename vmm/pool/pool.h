@@ -9,6 +9,9 @@
 // each image's `ready`; an acquire takes a ready one, else waits for a starting one, else
 // restores one on the spot, within the image's `max` and the host memory ratio (429
 // otherwise). A VMM that ends on its own is reported lost with its log's last lines.
+// An acquired sandbox holds a lease: its time to live, and its idle timeout, which every
+// request that names it (GET, exec, keepalive) renews; a client that went away stops
+// renewing, and the sandbox is stopped.
 //
 // The daemon keeps a record of each sandbox in its state directory (state_records.h), so
 // that a daemon started again adopts the VMMs that still run (recover()).
@@ -70,7 +73,9 @@ class Pool {
   PoolResult<nlohmann::json> acquire(const AcquireRequest& request);
   PoolResult<void> release(const std::string& id);
   PoolResult<nlohmann::json> exec(const std::string& id, const ExecCall& call);
-  PoolResult<nlohmann::json> sandbox_json(const std::string& id) const;
+  // Renews an acquired sandbox's idle timeout; GET and exec do too.
+  PoolResult<void> keepalive(const std::string& id);
+  PoolResult<nlohmann::json> sandbox_json(const std::string& id);
   nlohmann::json sandboxes_json() const;
   std::string metrics() const;
   const PoolCounters& counters() const { return counters_; }
@@ -93,8 +98,9 @@ class Pool {
     UniqueFd ready;  // until the ready line came
     std::optional<io::WatchId> exit_watch;
     std::optional<io::WatchId> ready_watch;
-    std::optional<io::TimerId> timer;  // ready deadline, time to live, or SIGKILL
+    std::optional<io::TimerId> timer;  // ready deadline, the lease, or SIGKILL
     Clock::time_point launched;
+    Clock::time_point last_request;  // acquired: the last request that named it
   };
   // How a sandbox that is gone ended, for the client that asks about it later.
   struct Ended {
@@ -125,7 +131,9 @@ class Pool {
                  void (Pool::*on_fire)(const std::string&));
   void cancel_timer(Sandbox& sandbox);
   void on_ready_deadline(const std::string& id);
-  void on_ttl(const std::string& id);
+  // Arms the timer for the lease's next end: its time to live or its idle timeout.
+  void arm_lease(Sandbox& sandbox);
+  void on_lease_end(const std::string& id);
   void on_kill_deadline(const std::string& id);
   void remember_end(const std::string& id, int status, std::string why);
   PoolResult<Sandbox*> in_use(const std::string& id);

@@ -62,6 +62,9 @@ api::Router pool_router(Pool& pool) {
                }
                return answer(pool.exec(args[0], *call));
              });
+  router.add(
+      Method::kPost, "/sandboxes/{id}/keepalive",
+      [&pool](const HttpRequest&, const Args& args) { return answer(pool.keepalive(args[0])); });
   router.add(Method::kGet, "/metrics", [&pool](const HttpRequest&, const Args&) {
     return HttpResponse::text(pool.metrics(), "text/plain; version=0.0.4");
   });

@@ -58,6 +58,9 @@ std::string metrics_text(const PoolCounters& counters, const LatencyHistogram& r
           counters.released);
   counter(out, "dsec_pool_expired_total", "Sandboxes stopped at their time to live",
           counters.expired);
+  counter(out, "dsec_pool_idle_stopped_total",
+          "Sandboxes stopped at their idle timeout (no request named them: the client went away)",
+          counters.idle_stopped);
   counter(out, "dsec_pool_lost_total", "VMMs that ended on their own after they served",
           counters.lost);
   counter(out, "dsec_pool_refill_errors_total",

@@ -86,12 +86,11 @@ void Pool::adopt(SandboxRecord record, UniqueFd pidfd) {
   }
   spdlog::info("pool: {} adopted ({}, pid {})", id, state_name(s.record.state),
                s.record.process.pid);
-  if (s.record.state == SandboxState::kInUse && s.record.expires_at_ms > 0) {
-    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-    set_timer(s, std::chrono::milliseconds(std::max<int64_t>(0, s.record.expires_at_ms - now_ms)),
-              &Pool::on_ttl);
+  if (s.record.state == SandboxState::kInUse) {
+    // The time to live goes on; the idle timeout starts again: the client could not reach
+    // the daemon while it was down.
+    s.last_request = Clock::now();
+    arm_lease(s);
   }
 }
 

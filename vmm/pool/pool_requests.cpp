@@ -34,6 +34,15 @@ Result<std::vector<std::string>> string_array(const nlohmann::json& array, const
   return out;
 }
 
+// An idle timeout within the bounds a time to live has.
+Result<std::optional<uint64_t>> idle_timeout(std::optional<uint64_t> seconds) {
+  if (seconds && *seconds > kMaxTtlSeconds) {
+    return fail(
+        fmt::format("'idle_timeout_s' must be at most {} (a week); 0 means none", kMaxTtlSeconds));
+  }
+  return seconds;
+}
+
 Result<ImageSpec> read_image_fields(JsonObject& body, std::string name) {
   ImageSpec spec;
   spec.name = std::move(name);
@@ -61,6 +70,8 @@ Result<ImageSpec> read_image_fields(JsonObject& body, std::string name) {
   if (spec.ttl_s > kMaxTtlSeconds) {
     return fail(fmt::format("'ttl_s' must be at most {} (a week); 0 means none", kMaxTtlSeconds));
   }
+  spec.idle_timeout_s =
+      DSEC_TRY(idle_timeout(DSEC_TRY(body.optional_unsigned_int("idle_timeout_s")))).value_or(0);
   return spec;
 }
 
@@ -91,11 +102,9 @@ Result<ImageSpec> parse_image_spec(std::string_view name, std::string_view body)
 }
 
 nlohmann::json image_spec_json(const ImageSpec& spec) {
-  return {{"name", spec.name},
-          {"snapshot_dir", spec.snapshot_dir},
-          {"ready", spec.ready},
-          {"max", spec.max},
-          {"ttl_s", spec.ttl_s}};
+  return {{"name", spec.name},   {"snapshot_dir", spec.snapshot_dir},
+          {"ready", spec.ready}, {"max", spec.max},
+          {"ttl_s", spec.ttl_s}, {"idle_timeout_s", spec.idle_timeout_s}};
 }
 
 Result<ImageSpec> image_spec_from_json(const nlohmann::json& value) {
@@ -108,8 +117,11 @@ Result<ImageSpec> image_spec_from_json(const nlohmann::json& value) {
 
 Result<AcquireRequest> parse_acquire(std::string_view body) {
   auto object = DSEC_TRY(JsonObject::parse(body));
-  AcquireRequest request{.image = DSEC_TRY(object.string("image")),
-                         .ttl_s = DSEC_TRY(object.optional_unsigned_int("ttl_s"))};
+  AcquireRequest request{
+      .image = DSEC_TRY(object.string("image")),
+      .ttl_s = DSEC_TRY(object.optional_unsigned_int("ttl_s")),
+      .idle_timeout_s =
+          DSEC_TRY(idle_timeout(DSEC_TRY(object.optional_unsigned_int("idle_timeout_s"))))};
   if (request.ttl_s && *request.ttl_s > kMaxTtlSeconds) {
     return fail(fmt::format("'ttl_s' must be at most {} (a week); 0 means none", kMaxTtlSeconds));
   }

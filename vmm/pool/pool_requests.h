@@ -21,13 +21,17 @@ struct ImageSpec {
   uint32_t ready = 0;        // ready clones kept restored
   uint32_t max = 1;          // clones at most, ready and in use together
   uint64_t ttl_s = 0;        // an acquired sandbox's time to live; 0: none
+  // An acquired sandbox no request named for this long is stopped: its client went away
+  // (docs/pool.md, "Leases"); 0: never.
+  uint64_t idle_timeout_s = 0;
   bool operator==(const ImageSpec&) const = default;
 };
 
 // POST /sandboxes.
 struct AcquireRequest {
   std::string image;
-  std::optional<uint64_t> ttl_s;  // overrides the image's
+  std::optional<uint64_t> ttl_s = std::nullopt;           // overrides the image's
+  std::optional<uint64_t> idle_timeout_s = std::nullopt;  // overrides the image's
 };
 
 // POST /sandboxes/{id}/exec.

@@ -83,7 +83,8 @@ std::string record_text(const SandboxRecord& record) {
                                 {"vsock", record.files.vsock},
                                 {"log", record.files.log},
                                 {"state", state_name(record.state)},
-                                {"expires_at_ms", record.expires_at_ms}};
+                                {"expires_at_ms", record.expires_at_ms},
+                                {"idle_timeout_ms", record.idle_timeout_ms}};
   return value.dump() + "\n";
 }
 
@@ -107,6 +108,8 @@ Result<SandboxRecord> parse_record(std::string_view text) {
     return fail("the record's expires_at_ms is out of range");
   }
   record.expires_at_ms = static_cast<int64_t>(expires);
+  // Optional: a record of a daemon that had no idle timeouts still adopts.
+  record.idle_timeout_ms = DSEC_TRY(object.optional_unsigned_int("idle_timeout_ms")).value_or(0);
   DSEC_TRY(object.finish());
   return record;
 }

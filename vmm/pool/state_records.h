@@ -28,7 +28,8 @@ struct SandboxRecord {
   ProcessIdentity process;
   SandboxFiles files;
   SandboxState state = SandboxState::kStarting;
-  int64_t expires_at_ms = 0;  // wall clock (ms since the epoch) at which it is stopped; 0: never
+  int64_t expires_at_ms = 0;     // wall clock (ms since the epoch) at which it is stopped; 0: never
+  uint64_t idle_timeout_ms = 0;  // stopped when no request named it for this long; 0: never
   bool operator==(const SandboxRecord&) const = default;
 };
 
