@@ -11,8 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -22,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/debian_image.h"
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
 #include "tests/support/run_command.h"
@@ -173,21 +177,16 @@ class GuideDirectory {
              ("dsec-fc-guide-" + std::to_string(::getpid()))),
         tap_("fcguide" + std::to_string(::getpid() % 10000)) {
     const DefaultImage image = default_image();
-    const ProcessOutput built =
-        run_process({DSEC_SOURCE_DIR "/images/build-rootfs-ext4", "--print"}, 60s);
-    const size_t at = built.out.find("image=");
-    if (image.vmlinux.empty() || built.exit_status != 0 || at == std::string::npos) {
-      ADD_FAILURE() << "the ext4 root file system is not built: run images/build-rootfs-ext4\n"
-                    << built.describe();
-      return;
+    const fs::path rootfs = debian_ext4_rootfs();
+    if (image.vmlinux.empty() || rootfs.empty()) {
+      return;  // the test failed, saying what to build
     }
-    const std::string rootfs = built.out.substr(at + 6, built.out.find('\n', at) - at - 6);
     fs::create_directories(dir_);
     fs::create_symlink(image.vmlinux, dir_ / "vmlinux");
-    const auto copied =
-        run_command("cp --sparse=always " + rootfs + " " + (dir_ / "rootfs.ext4").string() +
-                        " && chmod 0644 " + (dir_ / "rootfs.ext4").string() + " 2>&1",
-                    300s);
+    const auto copied = run_command("cp --sparse=always " + rootfs.string() + " " +
+                                        (dir_ / "rootfs.ext4").string() + " && chmod 0644 " +
+                                        (dir_ / "rootfs.ext4").string() + " 2>&1",
+                                    300s);
     ready_ = copied.exit_status == 0;
     EXPECT_TRUE(ready_) << "copying " << rootfs << ": " << copied.output;
   }
