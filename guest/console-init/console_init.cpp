@@ -13,7 +13,8 @@
 //    cannot run at all).
 // 4. Reboots cleanly (kills what is left, syncs) on ctrl-alt-del, which the kernel hands
 //    it as SIGINT once RB_DISABLE_CAD is set (the VMM's SendCtrlAltDel), and on SIGTERM
-//    (`reboot`, which is this program under that name: it sends SIGTERM to PID 1).
+//    (`reboot`, which is this program under that name: it sends SIGTERM to PID 1 if PID 1
+//    is console-init).
 //    Without ACPI a reboot is the guest's way out (reboot=k: through the i8042); the VMM
 //    takes it as the VM's end.
 #include <fcntl.h>
