@@ -105,10 +105,10 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
   // Opened before any thread's seccomp filter, as PUT /metrics opens it before the boot.
   std::optional<MetricsSink> metrics_sink;
   if (!options.api_metrics_path.empty()) {
-    auto opened = bound_api ? MetricsSink::open(options.api_metrics_path)
-                            : Result<MetricsSink>(std::unexpected(
-                                  Error("\"metrics\" needs the API thread, which writes them", 0,
-                                        "leave out --no-api, or the \"metrics\" section")));
+    auto opened =
+        bound_api ? MetricsSink::open(options.api_metrics_path)
+                  : Result<MetricsSink>(fail("\"metrics\" needs the API thread, which writes them",
+                                             "leave out --no-api, or the \"metrics\" section"));
     if (!opened) {
       (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
                          opened.error().message().c_str());
