@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
@@ -499,6 +500,70 @@ TEST(ApiRateLimiter, ALimitedDriveReadsAtItsBandwidthAndAnUnlimitedOneIsNotHeldB
   const Took lifted = read("/dev/vda", kRead);
   EXPECT_LT(lifted.guest, limited.guest / 2)
       << "still limited after the PATCH: " << lifted.guest << " s; " << figures;
+  std::filesystem::remove_all(work);
+}
+
+// Firecracker's metrics through the API: PUT /metrics before the start, then the guest's
+// work on a drive, over vsock (the agent's exec) and on /dev/hwrng shows in the line a
+// FlushMetrics writes, as what moved since the previous flush.
+TEST(ApiMetrics, FlushMetricsWritesALineWhoseCountersMatchTheGuestsWork) {
+  constexpr uint64_t kDiskBytes = 4 << 20;
+  const auto work = local_dir("dsec-metrics");
+  std::filesystem::create_directories(work);
+  std::ofstream(work / "data.img").close();
+  std::filesystem::resize_file(work / "data.img", kDiskBytes);
+  const auto metrics_path = work / "metrics.json";
+  auto vmm = Sandbox::serve();
+  std::string why;
+  ASSERT_TRUE(vmm->wait_for_api(30s, why)) << why;
+  const auto client = api_of(*vmm);
+  ASSERT_TRUE(client.send("PUT", "/metrics", {{"metrics_path", metrics_path.string()}}));
+  ASSERT_TRUE(client.send("PUT", "/boot-source", default_image_boot_source()));
+  ASSERT_TRUE(client.send("PUT", "/vsock", {{"guest_cid", 3}, {"uds_path", vmm->vsock_path()}}));
+  ASSERT_TRUE(client.send("PUT", "/drives/data",
+                          {{"drive_id", "data"},
+                           {"path_on_host", (work / "data.img").string()},
+                           {"is_root_device", false}}));
+  ASSERT_TRUE(client.send("PUT", "/entropy", nlohmann::json::object()));
+  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "InstanceStart"}}))
+      << vmm->describe();
+  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
+  // The boot's own work goes into this line; the next counts from here.
+  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "FlushMetrics"}}));
+
+  // 1 MiB read and 32 KiB written, past the guest's page cache.
+  const auto ran = sh(*vmm,
+                      "dd if=/dev/vda of=/dev/null bs=64k count=16 iflag=direct 2>&1 && "
+                      "dd if=/dev/zero of=/dev/vda bs=4k count=8 oflag=direct 2>&1 && "
+                      "head -c 256 /dev/hwrng | wc -c");
+  ASSERT_TRUE(ran.ok()) << ran.out << vmm->describe();
+  EXPECT_THAT(ran.out, HasSubstr("256\n"));
+  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "FlushMetrics"}}));
+
+  std::ifstream in(metrics_path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(nlohmann::json::parse(line));
+  }
+  ASSERT_GE(lines.size(), 2u);
+  const nlohmann::json& m = lines.back();
+  ASSERT_TRUE(m.contains("utc_timestamp_ms")) << m.dump();
+  // The guest may read or write a little more (its own metadata), never less.
+  const auto& drive = m.at("block_data");
+  EXPECT_GE(drive.at("read_bytes").get<uint64_t>(), 1u << 20) << m.dump();
+  EXPECT_LT(drive.at("read_bytes").get<uint64_t>(), 3u << 20) << m.dump();
+  EXPECT_GE(drive.at("read_count").get<uint64_t>(), 16u) << m.dump();
+  EXPECT_GE(drive.at("write_bytes").get<uint64_t>(), 32u << 10) << m.dump();
+  EXPECT_GE(drive.at("write_count").get<uint64_t>(), 1u) << m.dump();
+  EXPECT_EQ(m.at("block").at("read_bytes"), drive.at("read_bytes")) << "one drive: the sum is it";
+  // The exec went over vsock both ways.
+  for (const char* counter :
+       {"rx_packets_count", "rx_bytes_count", "tx_packets_count", "tx_bytes_count"}) {
+    EXPECT_GT(m.at("vsock").at(counter).get<uint64_t>(), 0u) << counter << ": " << m.dump();
+  }
+  EXPECT_GE(m.at("entropy").at("entropy_bytes").get<uint64_t>(), 256u) << m.dump();
+  // The boot's reads were in the first line, not in this one.
+  EXPECT_GT(lines.front().at("vsock").at("tx_packets_count").get<uint64_t>(), 0u);
   std::filesystem::remove_all(work);
 }
 

@@ -17,12 +17,13 @@ class FakeVmBackend : public api::VmBackend {
   api::InstanceState current = api::InstanceState::kNotStarted;
   machine::MachineConfig machine_config;
   // "pause", "resume", "create", "load", "boot", "ctrl-alt-del", "logger",
-  // "drive-rate-limiter", "net-rate-limiters"
+  // "drive-rate-limiter", "net-rate-limiters", "metrics", "flush-metrics"
   std::vector<std::string> calls;
   std::optional<api::SnapshotCreateRequest> created;
   std::optional<api::SnapshotLoadRequest> loaded;
   std::optional<machine::MachineConfig> booted;
   std::optional<api::LoggerRequest> logger;
+  std::optional<std::string> metrics_path;
   std::optional<std::string> fail_next;  // the next call fails with this message
 
   api::InstanceState state() const override { return current; }
@@ -78,6 +79,12 @@ class FakeVmBackend : public api::VmBackend {
     logger = request;
     return ok();
   }
+  Status configure_metrics(const std::string& path) override {
+    DSEC_TRY(call("metrics"));
+    metrics_path = path;
+    return ok();
+  }
+  Status flush_metrics() override { return call("flush-metrics"); }
 
  private:
   Status call(const std::string& name) {

@@ -85,9 +85,11 @@ TEST_F(ApiConfigFile, FirecrackersExampleBecomesTheVmItDescribes) {
 TEST_F(ApiConfigFile, TheSameRequestsThroughTheApiMakeTheSameVm) {
   auto j = example();
   j["vsock"] = {{"guest_cid", 3}, {"uds_path", dir_.file("v.sock")}};
-  j["entropy"] = nlohmann::json::object();
+  j["entropy"] = {{"rate_limiter", {{"ops", {{"size", 10}, {"refill_time", 1000}}}}}};
   j["logger"] = {{"log_path", dir_.file("fc.log")}, {"level", "Info"}};
+  j["metrics"] = {{"metrics_path", dir_.file("fc.metrics")}};
   ASSERT_OK_AND_ASSIGN(auto file, parse_config_file(j.dump()));
+  EXPECT_EQ(file.metrics_path, dir_.file("fc.metrics"));
   PrebootConfig requests;
   ASSERT_OK(requests.set_boot_source(
       {kernel_, "", std::string("console=ttyS0 reboot=k panic=1 pci=off")}));
@@ -95,7 +97,10 @@ TEST_F(ApiConfigFile, TheSameRequestsThroughTheApiMakeTheSameVm) {
   ASSERT_OK(requests.update_machine_config({2, 1024}));
   ASSERT_OK(requests.put_network_interface({"net1", "tap0", "06:00:AC:10:00:02"}));
   ASSERT_OK(requests.set_vsock({3, dir_.file("v.sock")}));
-  requests.set_entropy();
+  requests.set_entropy(
+      {.rate_limiter = {.bandwidth = std::nullopt,
+                        .ops = devices::TokenBucketConfig{
+                            .size = 10, .one_time_burst = 0, .refill_time_ms = 1000}}});
   ASSERT_OK_AND_ASSIGN(auto from_file, file.preboot.boot_config());
   ASSERT_OK_AND_ASSIGN(auto from_requests, requests.boot_config());
   EXPECT_EQ(from_file.kernel_path, from_requests.kernel_path);
@@ -104,6 +109,7 @@ TEST_F(ApiConfigFile, TheSameRequestsThroughTheApiMakeTheSameVm) {
   EXPECT_EQ(from_file.net, from_requests.net);
   EXPECT_EQ(from_file.vsock, from_requests.vsock);
   EXPECT_EQ(from_file.rng, from_requests.rng);
+  EXPECT_EQ(from_file.rng_rate_limiter, from_requests.rng_rate_limiter);
   EXPECT_EQ(from_file.vcpus, from_requests.vcpus);
   EXPECT_EQ(from_file.memory_mib, from_requests.memory_mib);
   ASSERT_TRUE(file.logger);
@@ -162,9 +168,9 @@ TEST_F(ApiConfigFile, ABadFileIsRefusedNamingItsSectionAndField) {
               }),
               HasSubstr("'size' in rx_rate_limiter.ops must be a non-negative integer"));
   EXPECT_THAT(with([](auto& j) {
-                j["metrics"] = {{"metrics_path", "/run/m"}};
+                j["metrics"] = {{"path", "/run/m"}};
               }),
-              HasSubstr("\"metrics\" is not supported"));
+              HasSubstr("metrics_path"));
   EXPECT_THAT(with([](auto& j) { j["boot-source"]["kernel_image_path"] = "/nonexistent/k"; }),
               HasSubstr("kernel_image_path /nonexistent/k"));
   // A file without a boot source parses, but has nothing to boot.

@@ -131,7 +131,7 @@ TEST_F(ApiPrebootConfig, VsockNeedsAFreePathAndAnUnreservedCid) {
   EXPECT_FALSE(preboot_.config().vsock);
   ASSERT_OK(preboot_.set_vsock({9, dir_.file("v.sock")}));
   EXPECT_EQ(preboot_.config().vsock, (machine::VsockConfig{9, dir_.file("v.sock")}));
-  preboot_.set_entropy();
+  preboot_.set_entropy({});
   EXPECT_TRUE(preboot_.config().rng);
 }
 

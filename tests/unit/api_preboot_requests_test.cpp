@@ -35,7 +35,7 @@ Result<LoggerRequest> logger(std::string_view text) {
 Result<Action> action(std::string_view text) {
   return parse_action(DSEC_TRY(parse_body(text)));
 }
-Status entropy(std::string_view text) {
+Result<EntropyRequest> entropy(std::string_view text) {
   return parse_entropy(DSEC_TRY(parse_body(text)));
 }
 
@@ -225,9 +225,15 @@ TEST(ApiPrebootRequests, VsockEntropyLoggerAndActions) {
   EXPECT_THAT(error_of(vsock(R"({"guest_cid": -3, "uds_path": "/v"})")),
               HasSubstr("not a negative integer"));
 
-  ASSERT_OK(entropy("{}"));
-  EXPECT_THAT(error_of(entropy(R"({"rate_limiter": {}})")),
-              HasSubstr("'rate_limiter' in the body is not supported"));
+  ASSERT_OK_AND_ASSIGN(auto plain, entropy("{}"));
+  EXPECT_FALSE(plain.rate_limiter.limits());
+  ASSERT_OK_AND_ASSIGN(auto limited, entropy(R"({"rate_limiter": {
+      "bandwidth": {"size": 1024, "refill_time": 100}, "ops": null}})"));
+  EXPECT_EQ(limited.rate_limiter.bandwidth,
+            (devices::TokenBucketConfig{.size = 1024, .one_time_burst = 0, .refill_time_ms = 100}));
+  EXPECT_FALSE(limited.rate_limiter.ops);
+  EXPECT_THAT(error_of(entropy(R"({"rate_limiter": {"ops": {"size": -1, "refill_time": 1}}})")),
+              HasSubstr("'size' in rate_limiter.ops must be a non-negative integer"));
 
   ASSERT_OK_AND_ASSIGN(auto log, logger(R"({"log_path": "/run/fc.log", "level": "debug",
       "show_level": true, "show_log_origin": true})"));

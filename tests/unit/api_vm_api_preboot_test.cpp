@@ -180,10 +180,31 @@ TEST_F(ApiVmApiPreboot, TheActionsThatNeedAVmReachItOrSayWhatIsMissing) {
   ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
   ASSERT_EQ(put("/actions", kStart).status, 204);
   EXPECT_EQ(put("/actions", R"({"action_type": "SendCtrlAltDel"})").status, 204);
-  EXPECT_THAT(backend_.calls, ElementsAre("boot", "ctrl-alt-del"));
-  const auto flush = put("/actions", R"({"action_type": "FlushMetrics"})");
-  EXPECT_EQ(flush.status, 400);
-  EXPECT_THAT(fault_of(flush), HasSubstr("FlushMetrics is not supported"));
+  EXPECT_EQ(put("/actions", R"({"action_type": "FlushMetrics"})").status, 204);
+  EXPECT_THAT(backend_.calls, ElementsAre("boot", "ctrl-alt-del", "flush-metrics"));
+}
+
+TEST_F(ApiVmApiPreboot, MetricsAreConfiguredBeforeTheStartAndFlushedAnyTime) {
+  EXPECT_EQ(put("/actions", R"({"action_type": "FlushMetrics"})").status, 204);
+  ASSERT_EQ(put("/metrics", R"({"metrics_path": "/run/fc.metrics"})").status, 204);
+  EXPECT_EQ(backend_.metrics_path, "/run/fc.metrics");
+  backend_.fail_next = "cannot open the metrics file /run/fc.metrics";
+  const auto refused = put("/actions", R"({"action_type": "FlushMetrics"})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_THAT(fault_of(refused), HasSubstr("cannot open the metrics file"));
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+  const auto late = put("/metrics", R"({"metrics_path": "/run/other"})");
+  EXPECT_EQ(late.status, 400);
+  EXPECT_THAT(backend_.calls, ElementsAre("flush-metrics", "metrics", "flush-metrics", "boot"));
+}
+
+TEST_F(ApiVmApiPreboot, EntropyTakesARateLimiter) {
+  ASSERT_EQ(
+      put("/entropy", R"({"rate_limiter": {"ops": {"size": 10, "refill_time": 1000}}})").status,
+      204);
+  const auto config = nlohmann::json::parse(call(Method::kGet, "/vm/config").body);
+  EXPECT_EQ(config.at("entropy").at("rate_limiter").at("ops").at("size"), 10);
 }
 
 TEST_F(ApiVmApiPreboot, PatchChangesARunningVmsRateLimitersBucketByBucket) {
@@ -245,9 +266,6 @@ TEST_F(ApiVmApiPreboot, PatchRefusesWhatItCannotChangeAndDevicesTheVmLacks) {
 }
 
 TEST_F(ApiVmApiPreboot, WhatThisVmmCannotDoIsRefusedNotIgnored) {
-  const auto metrics = put("/metrics", R"({"metrics_path": "/run/fc.metrics"})");
-  EXPECT_EQ(metrics.status, 400);
-  EXPECT_THAT(fault_of(metrics), HasSubstr("dsec-vmm writes no Firecracker metrics yet"));
   const auto smt = put("/machine-config", R"({"vcpu_count": 2, "mem_size_mib": 256, "smt": true})");
   EXPECT_EQ(smt.status, 400);
   EXPECT_THAT(fault_of(smt), HasSubstr("'smt': true is not supported"));

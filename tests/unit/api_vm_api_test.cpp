@@ -79,7 +79,6 @@ TEST_F(ApiVmApi, NothingThatNeedsAVmWorksWithoutOne) {
            {Method::kPatch, "/vm", R"({"state": "Resumed"})"},
            {Method::kPut, "/snapshot/create", kCreate},
            {Method::kPut, "/actions", R"({"action_type": "SendCtrlAltDel"})"},
-           {Method::kPut, "/actions", R"({"action_type": "FlushMetrics"})"},
            {Method::kPatch, "/drives/rootfs", R"({"drive_id": "rootfs"})"},
            {Method::kPatch, "/network-interfaces/net1", R"({"iface_id": "net1"})"}}) {
     const auto r = call(method, path, body);

@@ -4,6 +4,7 @@
 // the backend or its VM go.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,8 @@ class ApiService {
  public:
   // Firecracker's default instance id.
   static constexpr const char* kDefaultInstanceId = "anonymous-instance";
+  // How often the metrics are written without a FlushMetrics, as Firecracker does.
+  static constexpr std::chrono::seconds kMetricsPeriod{60};
 
   // Binds `socket_path`. `instance_id` is what GET / calls the VMM.
   static Result<std::unique_ptr<ApiService>> bind(const std::string& socket_path,
@@ -27,7 +30,8 @@ class ApiService {
 
   // Starts the API thread ahead of serve() (ApiServer::launch).
   Status launch(ApiServer::ThreadStart setup) { return server_->launch(std::move(setup)); }
-  // Serves the endpoints over `backend`, which this object then owns.
+  // Serves the endpoints over `backend`, which this object then owns, and writes its
+  // metrics, once configured, every kMetricsPeriod on the API thread.
   Status serve(std::unique_ptr<MachineBackend> backend);
   MachineBackend* backend() { return backend_.get(); }
   // Ends the API thread and removes the socket; the backend (and a VM it owns) stays
@@ -37,6 +41,9 @@ class ApiService {
  private:
   ApiService(std::unique_ptr<ApiServer> server, std::string instance_id)
       : instance_id_(std::move(instance_id)), server_(std::move(server)) {}
+
+  // Arms the next periodic metrics line on the API thread's loop.
+  Status schedule_metrics_flush();
 
   std::string instance_id_;
   std::unique_ptr<MachineBackend> backend_;

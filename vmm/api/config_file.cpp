@@ -30,8 +30,7 @@ Status read_sections(JsonObject& file, ConfigFile& config) {
     config.logger = DSEC_TRY(parse_logger(DSEC_TRY(section(*logger, "logger"))));
   }
   if (const auto metrics = DSEC_TRY(file.optional_object("metrics"))) {
-    DSEC_TRY(parse_metrics(DSEC_TRY(section(*metrics, "metrics"))));
-    return fail("\"metrics\" is not supported: dsec-vmm writes no Firecracker metrics yet");
+    config.metrics_path = DSEC_TRY(parse_metrics(DSEC_TRY(section(*metrics, "metrics"))));
   }
   if (const auto source = DSEC_TRY(file.optional_object("boot-source"))) {
     DSEC_TRY(preboot.set_boot_source(
@@ -56,8 +55,7 @@ Status read_sections(JsonObject& file, ConfigFile& config) {
     DSEC_TRY(preboot.set_vsock(DSEC_TRY(parse_vsock(DSEC_TRY(section(*vsock, "vsock"))))));
   }
   if (const auto entropy = DSEC_TRY(file.optional_object("entropy"))) {
-    DSEC_TRY(parse_entropy(DSEC_TRY(section(*entropy, "entropy"))));
-    preboot.set_entropy();
+    preboot.set_entropy(DSEC_TRY(parse_entropy(DSEC_TRY(section(*entropy, "entropy")))));
   }
   // Firecracker's sections for devices this VMM has not: null (as GET /vm/config writes
   // them) or absent.

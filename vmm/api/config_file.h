@@ -17,10 +17,11 @@ namespace dsec::api {
 struct ConfigFile {
   PrebootConfig preboot;
   std::optional<LoggerRequest> logger;
+  std::optional<std::string> metrics_path;  // "metrics": {"metrics_path"}
 };
 
 // `text` as a configuration. Strict: an unknown section or field, a wrong type, a missing
-// field or a value this VMM cannot honour ("metrics", a rate limiter) is refused by name;
+// field or a value this VMM cannot honour (a CPU template, a balloon) is refused by name;
 // a section given as null is absent.
 Result<ConfigFile> parse_config_file(std::string_view text);
 // The file at `path`, read and parsed; errors name it.

@@ -166,6 +166,29 @@ Status MachineBackend::configure_logger(const LoggerRequest& request) {
   return settings_.configure_logger(request);
 }
 
+Status MachineBackend::configure_metrics(const std::string& path) {
+  if (metrics_) {
+    return fail("the metrics are configured already (to " + metrics_->path() +
+                "): a VMM configures them once, as Firecracker does");
+  }
+  metrics_ = DSEC_TRY(MetricsSink::open(path));
+  return ok();
+}
+
+Status MachineBackend::flush_metrics() {
+  if (!metrics_) {
+    return fail("the metrics are not configured: PUT /metrics with a metrics_path first");
+  }
+  const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
+  nlohmann::json report = {
+      {"utc_timestamp_ms",
+       std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch).count()}};
+  if (machine::Machine* machine = vm()) {
+    machine->take_metrics_report(report);
+  }
+  return metrics_->write_line(report.dump());
+}
+
 Status MachineBackend::sync_clone_once(machine::Machine& vm) {
   {
     const std::lock_guard lock(mutex_);

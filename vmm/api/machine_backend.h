@@ -10,9 +10,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "vmm/api/vm_backend.h"
+#include "vmm/common/metrics_sink.h"
 #include "vmm/machine/machine.h"
 
 namespace dsec::api {
@@ -48,6 +50,13 @@ class MachineBackend final : public VmBackend {
   Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
                                const devices::RateLimiterConfig& tx) override;
   Status configure_logger(const LoggerRequest& request) override;
+  Status configure_metrics(const std::string& path) override;
+  Status flush_metrics() override;
+  // The metrics go to `sink`, opened already (--config-file's "metrics"); before serving.
+  void use_metrics_sink(MetricsSink sink) { metrics_ = std::move(sink); }
+  // Whether metrics are configured: the API's periodic flush writes a line then. On the
+  // API thread.
+  bool metrics_configured() const { return metrics_.has_value(); }
 
   // Blocks until a boot or a load has started a VM (returned) or stop() was called first
   // (nullptr).
@@ -78,6 +87,8 @@ class MachineBackend final : public VmBackend {
   bool stopping_ = false;
   bool clone_unsynced_ = false;
   bool clone_sync_failed_ = false;
+  // Where the metrics go; used on the API thread only.
+  std::optional<MetricsSink> metrics_;
 };
 
 }  // namespace dsec::api

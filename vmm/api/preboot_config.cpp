@@ -104,8 +104,9 @@ Status PrebootConfig::set_vsock(const VsockRequest& request) {
   return ok();
 }
 
-void PrebootConfig::set_entropy() {
+void PrebootConfig::set_entropy(const EntropyRequest& request) {
   config_.rng = true;
+  config_.rng_rate_limiter = request.rate_limiter;
   configures_a_boot_ = true;
 }
 

@@ -26,7 +26,7 @@ class PrebootConfig {
   Status put_drive(const DriveRequest& request);
   Status put_network_interface(const NetworkInterfaceRequest& request);
   Status set_vsock(const VsockRequest& request);
-  void set_entropy();
+  void set_entropy(const EntropyRequest& request);
 
   // Whether a request above configured a boot: a snapshot load is then refused, as in
   // Firecracker (the logger does not count).

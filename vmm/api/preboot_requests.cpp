@@ -189,10 +189,12 @@ Result<VsockRequest> parse_vsock(JsonObject body) {
   return request;
 }
 
-Status parse_entropy(JsonObject body) {
-  DSEC_TRY(body.refuse("rate_limiter",
-                       "dsec-vmm limits drives and network interfaces only; leave it out"));
-  return body.finish();
+Result<EntropyRequest> parse_entropy(JsonObject body) {
+  EntropyRequest request;
+  request.rate_limiter =
+      DSEC_TRY(devices::optional_rate_limiter(body, "rate_limiter")).value_or(RateLimiter{});
+  DSEC_TRY(body.finish());
+  return request;
 }
 
 Result<LoggerRequest> parse_logger(JsonObject body) {

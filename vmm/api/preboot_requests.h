@@ -4,7 +4,7 @@
 // of a --config-file. Strict as vm_requests: malformed JSON, an unknown field, a field of
 // the wrong type or a missing one is refused by name; an optional field given as null is
 // absent, as in Firecracker. A field for something this VMM cannot do (a CPU template,
-// SMT, an entropy device's rate limiter) is refused, never ignored. What the values mean (is the
+// SMT) is refused, never ignored. What the values mean (is the
 // kernel there, is the vCPU count in range) is preboot_config's to check.
 #pragma once
 
@@ -110,8 +110,13 @@ struct VsockRequest {
 };
 Result<VsockRequest> parse_vsock(JsonObject body);
 
-// PUT /entropy {}: a virtio-rng device (its rate_limiter is refused).
-Status parse_entropy(JsonObject body);
+// PUT /entropy {"rate_limiter"}: a virtio-rng device, with Firecracker's rate limiter (each
+// request one op, the bytes it asks for its bandwidth).
+struct EntropyRequest {
+  devices::RateLimiterConfig rate_limiter{};
+  bool operator==(const EntropyRequest&) const = default;
+};
+Result<EntropyRequest> parse_entropy(JsonObject body);
 
 // PUT /logger {"log_path", "level", "show_level", "show_log_origin"}; "module" is refused.
 enum class LogLevel { kError, kWarning, kInfo, kDebug, kTrace, kOff };
@@ -124,7 +129,7 @@ struct LoggerRequest {
 };
 Result<LoggerRequest> parse_logger(JsonObject body);
 
-// PUT /metrics {"metrics_path"}: the path (this VMM writes no Firecracker metrics yet).
+// PUT /metrics {"metrics_path"}: the path of the file or FIFO the metrics go to.
 Result<std::string> parse_metrics(JsonObject body);
 
 // PUT /actions {"action_type"}

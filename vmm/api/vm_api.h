@@ -3,7 +3,9 @@
 //   GET  /, /version, /vm/config, /machine-config           always
 //   PUT  /boot-source, /machine-config, /drives/{id},
 //        /network-interfaces/{id}, /vsock, /entropy, /logger,
+//        /metrics,
 //   PATCH /machine-config                                   before the VM starts only
+//   PUT  /actions FlushMetrics                              always, once /metrics is set
 //   PUT  /actions InstanceStart                             before: boots the configured VM
 //   PUT  /snapshot/load                                     on a fresh VMM only: no VM, and
 //                                                           nothing configured for a boot

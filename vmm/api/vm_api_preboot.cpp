@@ -49,9 +49,9 @@ void VmApi::add_preboot_routes() {
     return preboot_.set_vsock(vsock);
   });
   add_work_route(Method::kPut, "/entropy", [this](std::string_view body, const Args&) -> Status {
-    DSEC_TRY(parse_entropy(DSEC_TRY(parse_body(body))));
+    const auto entropy = DSEC_TRY(parse_entropy(DSEC_TRY(parse_body(body))));
     DSEC_TRY(before_start("PUT /entropy"));
-    preboot_.set_entropy();
+    preboot_.set_entropy(entropy);
     return ok();
   });
   add_work_route(Method::kPut, "/logger", [this](std::string_view body, const Args&) -> Status {
@@ -60,9 +60,9 @@ void VmApi::add_preboot_routes() {
     return backend_.configure_logger(logger);
   });
   add_work_route(Method::kPut, "/metrics", [this](std::string_view body, const Args&) -> Status {
-    DSEC_TRY(parse_metrics(DSEC_TRY(parse_body(body))));
+    const auto path = DSEC_TRY(parse_metrics(DSEC_TRY(parse_body(body))));
     DSEC_TRY(before_start("PUT /metrics"));
-    return fail("PUT /metrics is not supported: dsec-vmm writes no Firecracker metrics yet");
+    return backend_.configure_metrics(path);
   });
   add_work_route(Method::kPut, "/actions",
                  [this](std::string_view body, const Args&) -> Status { return act(body); });
@@ -111,8 +111,7 @@ Status VmApi::act(std::string_view body) {
       DSEC_TRY(with_vm());
       return backend_.send_ctrl_alt_del();
     case Action::kFlushMetrics:
-      DSEC_TRY(with_vm());
-      return fail("FlushMetrics is not supported: dsec-vmm writes no Firecracker metrics yet");
+      return backend_.flush_metrics();
   }
   return fail("unknown action");
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "vmm/api/preboot_requests.h"
 #include "vmm/api/vm_requests.h"
@@ -45,6 +46,12 @@ class VmBackend {
                                        const devices::RateLimiterConfig& tx) = 0;
   // The VMM's own log (PUT /logger); called only before there is a VM.
   virtual Status configure_logger(const LoggerRequest& request) = 0;
+  // Firecracker's metrics (PUT /metrics): opens `path`, a file or a FIFO, for the metrics
+  // lines; called only before there is a VM, and once.
+  virtual Status configure_metrics(const std::string& path) = 0;
+  // Writes one metrics line now (PUT /actions FlushMetrics); an error if configure_metrics()
+  // was not called first.
+  virtual Status flush_metrics() = 0;
 };
 
 }  // namespace dsec::api

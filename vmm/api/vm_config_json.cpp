@@ -57,12 +57,14 @@ json vm_config_json(const machine::MachineConfig& config) {
   if (config.vsock) {
     vsock = {{"guest_cid", config.vsock->guest_cid}, {"uds_path", config.vsock->uds_path}};
   }
-  return {{"machine-config", machine_config_json(config)},
-          {"boot-source", boot_source},
-          {"drives", drives},
-          {"network-interfaces", nets},
-          {"vsock", vsock},
-          {"entropy", config.rng ? json::object() : json(nullptr)}};
+  return {
+      {"machine-config", machine_config_json(config)},
+      {"boot-source", boot_source},
+      {"drives", drives},
+      {"network-interfaces", nets},
+      {"vsock", vsock},
+      {"entropy", config.rng ? json{{"rate_limiter", rate_limiter_or_null(config.rng_rate_limiter)}}
+                             : json(nullptr)}};
 }
 
 }  // namespace dsec::api

@@ -114,7 +114,8 @@ int restore_vm(const RestoreOptions& options, jail::JailedProcess* jailed,
                      .metrics_file = options.metrics_file,
                      .before_start = jailed ? lock_down_before_start(*jailed) : nullptr,
                      .after_start = {},
-                     .api = options.api};
+                     .api = options.api,
+                     .api_metrics_path = {}};
   serve.after_start = [&](machine::Machine& vm) -> Status {
     spdlog::info("restore: state restored {:.1f} ms after start, vCPUs running at {:.1f} ms",
                  std::chrono::duration<double, std::milli>(built - process_start).count(),

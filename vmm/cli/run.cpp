@@ -40,7 +40,8 @@ int run_vm(machine::MachineConfig config, const RunOptions& options, jail::Jaile
                    .metrics_file = options.metrics_file,
                    .before_start = jailed ? lock_down_before_start(*jailed) : nullptr,
                    .after_start = {},
-                   .api = options.api},
+                   .api = options.api,
+                   .api_metrics_path = {}},
                   process_start);
 }
 

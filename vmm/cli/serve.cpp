@@ -42,15 +42,15 @@ Status host_settings(const ServeCommandOptions& options, machine::MachineConfig&
   return ok();
 }
 
-// --config-file: the file's VM, its logger configured first.
-Result<machine::MachineConfig> config_file_vm(const std::string& path) {
+// --config-file: the file's VM and its metrics path, its logger configured first.
+Result<std::pair<machine::MachineConfig, std::string>> config_file_vm(const std::string& path) {
   const auto file = DSEC_TRY(api::read_config_file(path));
   if (const auto& logger = file.logger; logger.has_value()) {
     if (auto logged = configure_log(*logger); !logged) {
       return std::unexpected(logged.error().with_context("--config-file " + path + ": logger"));
     }
   }
-  return file.preboot.boot_config();
+  return std::pair{DSEC_TRY(file.preboot.boot_config()), file.metrics_path.value_or("")};
 }
 
 // --config-file: the file's VM, booted at once and run to its end as `run` does.
@@ -61,13 +61,15 @@ int boot_config_file(const ServeCommandOptions& options, const machine::MachineC
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", config.error().message().c_str());
     return 1;
   }
-  machine::take_host_settings(*config, host);
-  return serve_vm([&config] { return machine::Machine::create(*config); },
+  auto& [vm_config, metrics_path] = *config;
+  machine::take_host_settings(vm_config, host);
+  return serve_vm([&vm_config] { return machine::Machine::create(vm_config); },
                   {.command = "serve",
                    .metrics_file = {},
                    .before_start = {},
                    .after_start = {},
-                   .api = options.no_api ? ApiOptions{} : options.api},
+                   .api = options.no_api ? ApiOptions{} : options.api,
+                   .api_metrics_path = metrics_path},
                   process_start);
 }
 
@@ -161,15 +163,19 @@ void add_serve_command(CLI::App& app, CommandAction& action, Clock::time_point p
       "With --api-sock and no --config-file the VMM has no VM until its API (Firecracker's "
       "paths and JSON, docs/api.md) gives it one: either a boot, configured with PUT "
       "/boot-source, /machine-config, /drives/{id}, /network-interfaces/{id}, /vsock, "
-      "/entropy and /logger and started with PUT /actions InstanceStart; or a snapshot, "
+      "/entropy, /logger and /metrics and started with PUT /actions InstanceStart; or a "
+      "snapshot, "
       "restored by PUT /snapshot/load as a copy-on-write clone like dsec-vmm restore makes, "
       "with the load's vsock_override and network_overrides (with resume_vm it runs at once, "
       "else it waits paused for PATCH /vm Resumed; before it first runs its agent gets fresh "
       "entropy and the host's clock, and a clone whose agent does not answer in "
       "--agent-timeout is stopped). A load is refused once a boot was configured. With "
       "--config-file, Firecracker's JSON configuration (boot-source, drives, machine-config, "
-      "network-interfaces, vsock, entropy, logger) boots at once, and the API, unless "
-      "--no-api, serves that running VM. The VMM then runs its VM to its end and exits with "
+      "network-interfaces, vsock, entropy, logger, metrics) boots at once, and the API, unless "
+      "--no-api, serves that running VM (and writes the metrics: not with --no-api). With PUT "
+      "/metrics or the file's metrics, a JSON line of Firecracker's metrics goes to that file "
+      "or FIFO every 60 s and at each FlushMetrics. The VMM then runs its VM to its end and exits "
+      "with "
       "run's statuses (3 also when a loaded clone's agent did not answer; 1 for a bad "
       "--config-file); a second start or load is refused. SIGINT/SIGTERM end it, with or "
       "without a VM (status 0).");

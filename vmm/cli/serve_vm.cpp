@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "vmm/api/api_service.h"
 #include "vmm/cli/cli11.h"
+#include "vmm/common/metrics_sink.h"
 #include "vmm/io/signal_watcher.h"
 #include "vmm/seccomp/role.h"
 
@@ -100,6 +102,20 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
     }
     bound_api = std::move(*bound);
   }
+  // Opened before any thread's seccomp filter, as PUT /metrics opens it before the boot.
+  std::optional<MetricsSink> metrics_sink;
+  if (!options.api_metrics_path.empty()) {
+    auto opened =
+        bound_api ? MetricsSink::open(options.api_metrics_path)
+                  : Result<MetricsSink>(fail("\"metrics\" needs the API thread, which writes them",
+                                             "leave out --no-api, or the \"metrics\" section"));
+    if (!opened) {
+      (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
+                         opened.error().message().c_str());
+      return 1;
+    }
+    metrics_sink = std::move(*opened);
+  }
   auto vm = build();
   if (!vm) {
     (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command, vm.error().message().c_str());
@@ -162,7 +178,11 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
     }
   }
   if (api_service) {
-    if (auto serving = api_service->serve(std::make_unique<api::MachineBackend>(**vm)); !serving) {
+    auto backend = std::make_unique<api::MachineBackend>(**vm);
+    if (metrics_sink) {
+      backend->use_metrics_sink(std::move(*metrics_sink));
+    }
+    if (auto serving = api_service->serve(std::move(backend)); !serving) {
       (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
                          serving.error().message().c_str());
       (*vm)->stop("the API failed: " + serving.error().message());

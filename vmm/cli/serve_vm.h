@@ -36,6 +36,9 @@ struct ServeOptions {
   std::function<Status(machine::Machine&)> after_start;
   // The API socket, served once the VM runs and after_start succeeded.
   ApiOptions api;
+  // Firecracker's metrics lines (--config-file's "metrics"), written by the API thread;
+  // empty: none. Needs the API socket.
+  std::string api_metrics_path;
 };
 
 // --console and --console-limit (run, warm, restore, serve).

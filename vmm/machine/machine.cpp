@@ -406,4 +406,10 @@ MachineMetrics Machine::metrics() const {
   return m;
 }
 
+void Machine::take_metrics_report(nlohmann::json& report) const {
+  if (virtio_) {
+    virtio_->metrics().take_report(report);
+  }
+}
+
 }  // namespace dsec::machine

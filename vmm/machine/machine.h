@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -120,6 +121,10 @@ class Machine {
   GuestMemory& memory() { return memory_; }
   const MachineConfig& config() const { return config_; }
   MachineMetrics metrics() const;
+  // Firecracker's metrics of the VM's devices (devices::DeviceMetrics::take_report): what
+  // they counted since the previous call, added to `report`. One caller at a time; any
+  // thread.
+  void take_metrics_report(nlohmann::json& report) const;
 
  private:
   Machine(const MachineConfig& config, GuestMemory memory, kvm::KvmSystem kvm, kvm::Vm vm);

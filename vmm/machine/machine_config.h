@@ -90,7 +90,8 @@ struct MachineConfig {
   std::vector<DriveConfig> drives;
   std::optional<VsockConfig> vsock;
   std::optional<NetConfig> net;
-  bool rng = false;  // virtio-rng: entropy from the host's getrandom()
+  bool rng = false;                               // virtio-rng: entropy from the host's getrandom()
+  devices::RateLimiterConfig rng_rate_limiter{};  // its rate limiter (Firecracker's entropy's)
   // Where to write a guest profile (machine/guest_profiler.h) when the VM ends; empty: none.
   std::string guest_profile_path;
   std::chrono::microseconds guest_profile_interval{1000};

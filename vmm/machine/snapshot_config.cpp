@@ -26,6 +26,8 @@ Result<MachineConfig> read_config(std::string_view text) {
   config.expect_clean_shutdown_announcement =
       DSEC_TRY(j.boolean("expect_clean_shutdown_announcement"));
   config.rng = DSEC_TRY(j.boolean("rng"));
+  config.rng_rate_limiter = DSEC_TRY(devices::optional_rate_limiter(j, "rng_rate_limiter"))
+                                .value_or(devices::RateLimiterConfig{});
   for (const auto& value : DSEC_TRY(j.array("drives"))) {
     auto d = DSEC_TRY(JsonObject::of(value, "a drive"));
     config.drives.push_back(
@@ -103,6 +105,9 @@ std::string snapshot_config_to_json(const MachineConfig& config) {
     }
   }
   j["rng"] = config.rng;
+  if (config.rng_rate_limiter != devices::RateLimiterConfig{}) {
+    j["rng_rate_limiter"] = devices::rate_limiter_json(config.rng_rate_limiter);
+  }
   return j.dump();
 }
 

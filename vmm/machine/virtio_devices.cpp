@@ -13,6 +13,7 @@
 #include "vmm/devices/virtio/rng.h"
 #include "vmm/devices/virtio/transport_state_codec.h"
 #include "vmm/devices/virtio/vsock/vsock.h"
+#include "vmm/machine/config_parts.h"
 
 namespace dsec::machine {
 namespace {
@@ -66,6 +67,7 @@ std::vector<VirtioDeviceSpec> virtio_devices(const MachineConfig& config) {
   if (config.rng) {
     VirtioDeviceSpec spec;
     spec.kind = VirtioDeviceKind::kRng;
+    spec.rng_rate_limiter = config.rng_rate_limiter;
     specs.push_back(spec);
   }
   return specs;
@@ -103,14 +105,19 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
         auto drive = DSEC_TRY(virtio::VirtioBlock::create(
             d.path, {.read_only = d.read_only, .id = d.id, .rate_limiter = d.rate_limiter}, memory,
             device_loop));
+        devices->metrics_.drives.emplace_back(
+            d.id.empty() ? guest_drive_name(devices->drives_.size()) : d.id, drive->metrics());
         devices->drives_.push_back(drive.get());
         device = std::move(drive);
         break;
       }
-      case VirtioDeviceKind::kVsock:
-        device = DSEC_TRY(virtio::VirtioVsock::create(
+      case VirtioDeviceKind::kVsock: {
+        auto vsock = DSEC_TRY(virtio::VirtioVsock::create(
             specs[i].vsock.guest_cid, specs[i].vsock.uds_path, memory, device_loop));
+        devices->metrics_.vsock = vsock->metrics();
+        device = std::move(vsock);
         break;
+      }
       case VirtioDeviceKind::kNet: {
         const auto& n = specs[i].net;
         virtio::TapConfig tap;
@@ -123,13 +130,18 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
             DSEC_TRY(virtio::parse_mac(n.mac.empty() ? NetConfig::kDefaultGuestMac : n.mac));
         auto net = DSEC_TRY(virtio::VirtioNet::create(
             tap, mac, memory, device_loop, {.rx = n.rx_rate_limiter, .tx = n.tx_rate_limiter}));
+        devices->metrics_.nets.emplace_back(n.iface_id(), net->metrics());
         devices->net_ = net.get();
         device = std::move(net);
         break;
       }
-      case VirtioDeviceKind::kRng:
-        device = std::make_unique<virtio::VirtioRng>(memory);
+      case VirtioDeviceKind::kRng: {
+        auto rng =
+            std::make_unique<virtio::VirtioRng>(memory, device_loop, specs[i].rng_rate_limiter);
+        devices->metrics_.entropy = rng->metrics();
+        device = std::move(rng);
         break;
+      }
     }
     DSEC_TRY(devices->add(memory, mmio, i, std::move(device)));
   }

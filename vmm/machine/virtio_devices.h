@@ -16,6 +16,7 @@
 
 #include "vmm/common/error.h"
 #include "vmm/devices/bus.h"
+#include "vmm/devices/device_metrics.h"
 #include "vmm/devices/virtio/block.h"
 #include "vmm/devices/virtio/mmio_transport.h"
 #include "vmm/devices/virtio/net/net.h"
@@ -32,9 +33,10 @@ enum class VirtioDeviceKind { kBlock, kVsock, kNet, kRng };
 // One device to create: its kind and, for the kinds that have one, its configuration.
 struct VirtioDeviceSpec {
   VirtioDeviceKind kind{};
-  DriveConfig drive;  // kBlock
-  VsockConfig vsock;  // kVsock
-  NetConfig net;      // kNet
+  DriveConfig drive;                              // kBlock
+  VsockConfig vsock;                              // kVsock
+  NetConfig net;                                  // kNet
+  devices::RateLimiterConfig rng_rate_limiter{};  // kRng
 
   bool operator==(const VirtioDeviceSpec&) const = default;
 };
@@ -108,6 +110,9 @@ class VirtioDevices {
   Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter);
   Status set_net_rate_limiters(const virtio::NetRateLimiters& limiters);
 
+  // The devices' counters (their metrics report); any thread.
+  const devices::DeviceMetrics& metrics() const { return metrics_; }
+
   size_t size() const { return transports_.size(); }
   virtio::MmioTransport& transport(size_t index) { return *transports_.at(index); }
 
@@ -141,6 +146,7 @@ class VirtioDevices {
   // The devices the rate limiters' changes reach (owned by their transports).
   std::vector<virtio::VirtioBlock*> drives_;
   virtio::VirtioNet* net_ = nullptr;
+  devices::DeviceMetrics metrics_;
   // KVM registrations to undo, in reverse order.
   std::vector<std::function<void()>> unregister_;
 };

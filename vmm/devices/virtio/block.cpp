@@ -50,6 +50,7 @@ struct InFlight {
   uint32_t used_len = 0;      // bytes written to the guest once it succeeds, status included
   uint64_t offset = 0;        // file offset of the next byte to move
   uint64_t remaining = 0;     // bytes still to move
+  uint64_t data_bytes = 0;    // the request's whole data, for the metrics
   std::vector<iovec> iovecs;  // what is left to move, starting at `offset`
 };
 
@@ -96,6 +97,8 @@ struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
   bool complete(uint16_t head, std::optional<uint64_t> status_gpa, uint8_t status,
                 uint32_t used_len);
   void signal_if_wanted();
+  // A request done with success, in the metrics.
+  void count_done(const InFlight& op);
   void queue_failed(const Error& error);
   // Replaces the rate limiter: none without a limit. Chains a replaced limiter held back
   // wait for the next notification or the caller's process_queue().
@@ -122,6 +125,7 @@ struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
   LogRateLimiter refusal_log;
   LogRateLimiter fault_log;
   std::optional<devices::LoopRateLimiter> rate_limiter;  // with a limit configured
+  const std::shared_ptr<devices::BlockMetrics> metrics = std::make_shared<devices::BlockMetrics>();
 };
 
 namespace {
@@ -158,6 +162,7 @@ bool VirtioBlock::Core::process_queue() {
     }
     auto parsed = parse_block_request(memory, *next, limits);
     if (rate_limiter && !rate_limiter->admit(rate_limited_bytes(parsed))) {
+      metrics->rate_limiter_throttled_events.inc();
       queue->undo_pop();  // taken again when the limiter's timer calls
       break;
     }
@@ -169,6 +174,7 @@ bool VirtioBlock::Core::process_queue() {
 // Starts one request; returns true if it was answered at once.
 bool VirtioBlock::Core::start_request(uint16_t head, ParsedBlockRequest parsed) {
   if (!parsed) {
+    metrics->invalid_reqs_count.inc();
     const RejectedRequest& rejected = parsed.error();
     // An unsupported type is a driver probing for what it was not offered: not worth a line.
     if (rejected.status != kBlkStatusUnsupp) {
@@ -205,6 +211,7 @@ bool VirtioBlock::Core::start_request(uint16_t head, ParsedBlockRequest parsed) 
   op->type = request.type;
   op->offset = request.sector * kSectorSize;  // sector <= capacity: cannot overflow
   op->remaining = request.data_bytes;
+  op->data_bytes = request.data_bytes;
   // Bytes given back to the driver: the data it reads and the status (5.2.6).
   op->used_len = static_cast<uint32_t>((request.type == kBlkTypeIn ? request.data_bytes : 0) + 1);
   // The one way from a guest address to a host pointer, bounded to guest RAM.
@@ -275,6 +282,9 @@ void VirtioBlock::Core::on_complete(std::unique_ptr<InFlight> op, int32_t result
                      op->offset, std::strerror(-result), suppressed_note(*suppressed));
       }
     }
+    if (!failed) {
+      count_done(*op);
+    }
     returned = complete(op->head, op->status_gpa, failed ? kBlkStatusIoErr : kBlkStatusOk,
                         failed ? 1 : op->used_len);
   }
@@ -302,6 +312,22 @@ bool VirtioBlock::Core::complete(uint16_t head, std::optional<uint64_t> status_g
     return false;
   }
   return true;
+}
+
+void VirtioBlock::Core::count_done(const InFlight& op) {
+  switch (op.type) {
+    case kBlkTypeIn:
+      metrics->read_count.inc();
+      metrics->read_bytes.add(op.data_bytes);
+      break;
+    case kBlkTypeOut:
+      metrics->write_count.inc();
+      metrics->write_bytes.add(op.data_bytes);
+      break;
+    default:
+      metrics->flush_count.inc();
+      break;
+  }
 }
 
 void VirtioBlock::Core::signal_if_wanted() {
@@ -454,6 +480,10 @@ void VirtioBlock::set_rate_limiter(const devices::RateLimiterConfig& config) {
   if (core_->queue != nullptr && core_->process_queue()) {
     core_->signal_if_wanted();
   }
+}
+
+std::shared_ptr<devices::BlockMetrics> VirtioBlock::metrics() const {
+  return core_->metrics;
 }
 
 const std::string& VirtioBlock::path() const {

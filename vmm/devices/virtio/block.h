@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vmm/common/error.h"
+#include "vmm/devices/device_metrics.h"
 #include "vmm/devices/rate_limiter_config.h"
 #include "vmm/devices/virtio/block_request.h"
 #include "vmm/devices/virtio/virtio_device.h"
@@ -107,6 +108,8 @@ class VirtioBlock final : public VirtioDevice {
 
   const std::string& path() const;
   const BlockDeviceState& state() const;
+  // What the device counted (any thread may read it).
+  std::shared_ptr<devices::BlockMetrics> metrics() const;
   // Requests submitted to the loop and not yet completed; a snapshot waits for 0.
   std::size_t requests_in_flight() const;
 

@@ -11,6 +11,15 @@
 
 namespace dsec::virtio {
 
+VirtioRng::VirtioRng(GuestMemory& memory, io::EventLoop& loop,
+                     const devices::RateLimiterConfig& rate_limiter)
+    : memory_(memory) {
+  if (rate_limiter.limits()) {
+    // Its timer never calls after the limiter, a member, is gone.
+    rate_limiter_.emplace(rate_limiter, loop, [this] { notify(0); });
+  }
+}
+
 uint64_t VirtioRng::features() const {
   // VirtQueue::pop() handles both; the device has no features of its own.
   return feature_bit(kFeatureIndirectDesc) | feature_bit(kFeatureEventIdx);
@@ -36,9 +45,24 @@ void VirtioRng::notify(uint16_t queue) {
   if (queue >= queues_.size() || !interrupt_) {
     return;  // not active, or a queue that does not exist: nothing to serve
   }
+  metrics_->entropy_event_count.inc();
   serve_available_chains(
       queues_[queue], memory_, *interrupt_, {"virtio-rng", log_limiter_},
-      [this](const DescriptorChain& chain) -> Result<uint32_t> { return fill(chain); });
+      [this](const DescriptorChain& chain) -> Result<uint32_t> {
+        const uint32_t written = fill(chain);
+        metrics_->entropy_bytes.add(written);
+        return written;
+      },
+      [this](const DescriptorChain& chain) { return admit(chain); });
+}
+
+bool VirtioRng::admit(const DescriptorChain& chain) {
+  if (!rate_limiter_ ||
+      rate_limiter_->admit(std::min<uint64_t>(chain.writable_bytes(), kMaxBytesPerRequest))) {
+    return true;
+  }
+  metrics_->entropy_rate_limiter_throttled.inc();
+  return false;
 }
 
 uint32_t VirtioRng::fill(const DescriptorChain& chain) {
@@ -61,6 +85,7 @@ uint32_t VirtioRng::fill(const DescriptorChain& chain) {
         if (errno == EINTR) {
           continue;
         }
+        metrics_->host_rng_fails.inc();
         if (log_limiter_.allow()) {
           spdlog::warn("virtio-rng: getrandom: {}; the request gets {} bytes", std::strerror(errno),
                        written + done);

@@ -1,15 +1,21 @@
 // virtio-rng, the entropy device (virtio 1.2, 5.4): one request queue, no configuration
 // space, no device-specific features. Each chain the driver offers is filled with bytes
-// from the host kernel's CSPRNG (getrandom(2)).
+// from the host kernel's CSPRNG (getrandom(2)). Firecracker's entropy rate_limiter counts
+// each chain as one op and the bytes it asks for (at most kMaxBytesPerRequest) as its
+// bandwidth; a chain out of tokens stays in the ring until the limiter's timer on the
+// device's event loop says they are there.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "vmm/common/error.h"
 #include "vmm/common/log_rate_limiter.h"
+#include "vmm/devices/device_metrics.h"
+#include "vmm/devices/rate_limiter.h"
 #include "vmm/devices/virtio/virtio_device.h"
 #include "vmm/memory/guest_memory.h"
 
@@ -22,8 +28,9 @@ class VirtioRng final : public VirtioDevice {
   // used length back, so a huge chain cannot keep the device busy for long.
   static constexpr uint32_t kMaxBytesPerRequest = 64 * 1024;
 
-  // `memory` must outlive the device.
-  explicit VirtioRng(GuestMemory& memory) : memory_(memory) {}
+  // `memory` and `loop` must outlive the device; the device is served on `loop`'s thread.
+  VirtioRng(GuestMemory& memory, io::EventLoop& loop,
+            const devices::RateLimiterConfig& rate_limiter = {});
 
   uint32_t device_type() const override { return kDeviceIdEntropy; }
   uint64_t features() const override;
@@ -38,7 +45,13 @@ class VirtioRng final : public VirtioDevice {
   // (malformed chain, bad ring index) makes the device signal DEVICE_NEEDS_RESET.
   void notify(uint16_t queue) override;
 
+  // What the device counted (any thread may read it).
+  const std::shared_ptr<devices::EntropyMetrics>& metrics() const { return metrics_; }
+
  private:
+  // Whether the chain may be served now, by the rate limiter.
+  bool admit(const DescriptorChain& chain);
+
   // Fills the chain's writable buffers; returns the bytes written.
   uint32_t fill(const DescriptorChain& chain);
 
@@ -46,6 +59,9 @@ class VirtioRng final : public VirtioDevice {
   std::span<VirtQueue> queues_;
   std::shared_ptr<VirtioInterrupt> interrupt_;
   LogRateLimiter log_limiter_;
+  std::optional<devices::LoopRateLimiter> rate_limiter_;  // with a limit configured
+  const std::shared_ptr<devices::EntropyMetrics> metrics_ =
+      std::make_shared<devices::EntropyMetrics>();
 };
 
 }  // namespace dsec::virtio

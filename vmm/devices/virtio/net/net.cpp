@@ -171,14 +171,19 @@ void VirtioNet::process_tx() {
       [this](const DescriptorChain& chain) {
         // A chain too short for its header costs an op; send_frame() then refuses it.
         const uint64_t readable = chain.readable_bytes();
-        return !tx_limiter_ ||
-               tx_limiter_->admit(readable > kHeaderSize ? readable - kHeaderSize : 0);
+        if (tx_limiter_ &&
+            !tx_limiter_->admit(readable > kHeaderSize ? readable - kHeaderSize : 0)) {
+          metrics_->tx_rate_limiter_throttled.inc();
+          return false;
+        }
+        return true;
       });
 }
 
 Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
   const uint64_t readable = chain.readable_bytes();
   if (readable < kHeaderSize || readable - kHeaderSize > kMaxFrameSize) {
+    metrics_->tx_malformed_frames.inc();
     return fail(fmt::format(
         "virtio-net: tx chain {} holds {} bytes, not a {}-byte header and a frame of at most {}",
         chain.head, readable, kHeaderSize, kMaxFrameSize));
@@ -194,6 +199,10 @@ Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
     if (n < 0 && log_limiter_.allow()) {
       // EAGAIN: the TAP's queue is full; the frame is dropped, as a busy link would.
       spdlog::warn("virtio-net: sending a frame: {}; dropped", std::strerror(errno));
+    }
+    if (n >= 0) {
+      metrics_->tx_packets_count.inc();
+      metrics_->tx_bytes_count.add(static_cast<uint64_t>(n));
     }
   }
   return 0;
@@ -241,6 +250,7 @@ void VirtioNet::process_rx() {
       break;
     }
     if (rx_limiter_ && !rx_limiter_->admit(frame_len_)) {
+      metrics_->rx_rate_limiter_throttled.inc();
       // Out of tokens: the frame waits, the TAP queues (then drops) what follows, and the
       // limiter's timer calls on_tokens().
       q.undo_pop();
@@ -256,6 +266,8 @@ void VirtioNet::process_rx() {
       if (write_buffers(memory_, c.writable, header) &&
           write_buffers(memory_, slice_buffers(c.writable, kHeaderSize), frame)) {
         written = static_cast<uint32_t>(kHeaderSize + frame_len_);
+        metrics_->rx_packets_count.inc();
+        metrics_->rx_bytes_count.add(frame_len_);
       }
     } else if (log_limiter_.allow()) {
       spdlog::warn("virtio-net: a {}-byte frame does not fit rx chain {} ({} bytes); dropped",

@@ -29,6 +29,7 @@
 #include "vmm/common/error.h"
 #include "vmm/common/log_rate_limiter.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/devices/device_metrics.h"
 #include "vmm/devices/rate_limiter.h"
 #include "vmm/devices/virtio/loop_dispatch.h"
 #include "vmm/devices/virtio/net/tap.h"
@@ -95,6 +96,8 @@ class VirtioNet final : public VirtioDevice {
   // next frame; frames the old ones held back go now if the new ones let them. On the
   // loop's thread.
   void set_rate_limiters(const NetRateLimiters& limiters);
+  // What the device counted (any thread may read it).
+  const std::shared_ptr<devices::NetMetrics>& metrics() const { return metrics_; }
 
  private:
   VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop);
@@ -133,6 +136,7 @@ class VirtioNet final : public VirtioDevice {
   LogRateLimiter log_limiter_;
   std::optional<devices::LoopRateLimiter> rx_limiter_;  // with a limit configured
   std::optional<devices::LoopRateLimiter> tx_limiter_;
+  const std::shared_ptr<devices::NetMetrics> metrics_ = std::make_shared<devices::NetMetrics>();
 };
 
 }  // namespace dsec::virtio

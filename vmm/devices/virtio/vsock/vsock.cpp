@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -134,6 +135,8 @@ void VirtioVsock::process_tx() {
 Result<uint32_t> VirtioVsock::forward_tx(const DescriptorChain& chain) {
   // A malformed packet is dropped, not a broken queue: the chain goes back unread.
   if (auto packet = vsock::parse_tx_packet(memory_, chain, guest_cid_); packet) {
+    metrics_->tx_packets_count.inc();
+    metrics_->tx_bytes_count.add(packet->header.len);
     muxer_->on_guest_packet(memory_, *packet);
   } else if (auto held_back = log_limiter_.allow()) {
     spdlog::warn("virtio-vsock: dropped a packet: {}{}", packet.error().message(),
@@ -175,6 +178,11 @@ void VirtioVsock::process_rx() {
       if (auto held_back = log_limiter_.allow()) {
         spdlog::warn("virtio-vsock: returned an unusable rx buffer: {}", written.error().message());
       }
+    }
+    if (written) {
+      // The used length is the header and its payload (a control packet has none).
+      metrics_->rx_packets_count.inc();
+      metrics_->rx_bytes_count.add(*written - std::min(*written, vsock::kHeaderSize));
     }
     if (auto added = q.add_used(memory_, chain.head, written.value_or(0)); !added) {
       report_broken(added.error());

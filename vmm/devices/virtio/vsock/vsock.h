@@ -34,6 +34,7 @@
 
 #include "vmm/common/error.h"
 #include "vmm/common/log_rate_limiter.h"
+#include "vmm/devices/device_metrics.h"
 #include "vmm/devices/virtio/loop_dispatch.h"
 #include "vmm/devices/virtio/virtio_device.h"
 #include "vmm/devices/virtio/vsock/muxer.h"
@@ -89,6 +90,8 @@ class VirtioVsock final : public VirtioDevice {
   size_t connection_count() const;
   // Memory the streams hold for host sockets now (vsock::Muxer::kMaxBufferedForHosts).
   size_t buffered_for_hosts() const;
+  // What the device counted (any thread may read it).
+  const std::shared_ptr<devices::VsockMetrics>& metrics() const { return metrics_; }
 
  private:
   VirtioVsock(uint64_t guest_cid, GuestMemory& memory, io::EventLoop& loop);
@@ -128,6 +131,7 @@ class VirtioVsock final : public VirtioDevice {
   std::chrono::steady_clock::time_point reset_ack_deadline_;
   std::optional<io::TimerId> reset_poll_;
   LogRateLimiter log_limiter_;
+  const std::shared_ptr<devices::VsockMetrics> metrics_ = std::make_shared<devices::VsockMetrics>();
 };
 
 }  // namespace dsec::virtio
