@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
 
 namespace dsec::test {
 
@@ -119,30 +120,5 @@ inline std::optional<Banner> find_banner(const std::string& console) {
   }
   return Banner{std::stoi(m[1]), std::stol(m[2]), m[3]};
 }
-
-// A file in a fresh temporary directory that is removed with this object.
-class TempDir {
- public:
-  TempDir() : TempDir(std::filesystem::temp_directory_path()) {}
-  // Under `base` (/run, a local tmpfs in the test bed, for Unix sockets).
-  explicit TempDir(const std::filesystem::path& base) {
-    std::string pattern = (base / "dsec-e2e-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
-    }
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::filesystem::path file(const std::string& name) const { return path_ / name; }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace dsec::test

@@ -15,9 +15,9 @@ namespace dsec::test {
 class TempDir {
  public:
   TempDir() : TempDir(::testing::TempDir()) {}
-  // Under `base` (ending in '/'), e.g. a local tmpfs for Unix sockets.
-  explicit TempDir(const std::string& base) {
-    std::string pattern = base + "dsec-test-XXXXXX";
+  // Under `base`, e.g. /run (a local tmpfs in the test bed) for Unix sockets.
+  explicit TempDir(const std::filesystem::path& base) {
+    std::string pattern = (base / "dsec-test-XXXXXX").string();
     std::vector<char> name(pattern.begin(), pattern.end());
     name.push_back('\0');
     if (::mkdtemp(name.data()) != nullptr) {
@@ -33,7 +33,7 @@ class TempDir {
   }
 
   const std::filesystem::path& path() const { return path_; }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::filesystem::path file(const std::string& name) const { return path_ / name; }
   // The names of the files in the directory, sorted.
   std::vector<std::string> entries() const {
     std::vector<std::string> names;

@@ -280,5 +280,26 @@ TEST_F(LyingGuest, AnExecWhoseGuestStopsAnsweringFailsSayingSo) {
   EXPECT_LT(Clock::now() - start, kGenerousDeadline);
 }
 
+// The pool's hang: an agent that answers every health check but never reports the end of a
+// command with a time limit. The exec fails once the limit and an answer timeout passed,
+// instead of holding its caller for ever; a command without a limit is not cut short.
+TEST_F(LyingGuest, AnExecWhoseExitNeverComesFailsPastItsTimeLimit) {
+  auto c = client({[](int fd) {
+                     read_request(fd);
+                     hold_until_closed(fd);
+                   },
+                   answer_health()});
+  const auto start = Clock::now();
+  auto status = c.exec(
+      {{"sleep", "5"}, {}, "", 500, false}, [](auto) { return ok(); }, [](auto) { return ok(); });
+  ASSERT_FALSE(status.has_value());
+  EXPECT_NE(status.error().message().find("did not report the end of the command within its "
+                                          "time limit (500 ms) and 0.3 s more"),
+            std::string::npos)
+      << status.error().message();
+  EXPECT_GE(Clock::now() - start, 800ms);
+  EXPECT_LT(Clock::now() - start, kGenerousDeadline);
+}
+
 }  // namespace
 }  // namespace dsec::agent

@@ -46,7 +46,7 @@ TEST_F(ApiPrebootConfig, StartsWithFirecrackersDefaultsAndNoBootSource) {
 TEST_F(ApiPrebootConfig, BootSourceChecksItsFilesAndDefaultsTheCommandLine) {
   const std::string kernel = file("vmlinux");
   EXPECT_THAT(error_of(preboot_.set_boot_source({dir_.file("missing"), "", std::nullopt})),
-              HasSubstr("kernel_image_path " + dir_.file("missing")));
+              HasSubstr("kernel_image_path " + dir_.file("missing").string()));
   EXPECT_THAT(error_of(preboot_.set_boot_source({kernel, dir_.path().string(), std::nullopt})),
               HasSubstr("initrd_path " + dir_.path().string() + " is not a regular file"));
   EXPECT_FALSE(preboot_.configures_a_boot()) << "a refused request changes nothing";
@@ -98,7 +98,7 @@ TEST_F(ApiPrebootConfig, ADriveIsRefusedForASecondRootAMissingFileALongIdOrABadP
   EXPECT_THAT(error_of(preboot_.put_drive(drive("other", true))),
               HasSubstr("drive 'other': two root drives"));
   EXPECT_THAT(error_of(preboot_.put_drive({"gone", dir_.file("gone.img"), false, false, ""})),
-              HasSubstr("drive 'gone': drive " + dir_.file("gone.img")));
+              HasSubstr("drive 'gone': drive " + dir_.file("gone.img").string()));
   EXPECT_THAT(error_of(preboot_.put_drive(drive("a-drive-id-of-21-byte", false))),
               HasSubstr("is longer than 20 bytes: dsec-vmm gives it to the guest as the disk's "
                         "serial"));

@@ -245,7 +245,7 @@ TEST_F(ApiServerTest, SnapshotPauseAndResumeAndTheirErrors) {
       test::run_process({kVmm, "snapshot", "pause", "--api-sock", dir_.file("nothing.sock")},
                         std::chrono::seconds(30));
   EXPECT_EQ(missing.exit_status, 1) << missing.describe();
-  EXPECT_THAT(missing.err, HasSubstr("no API socket at " + dir_.file("nothing.sock")));
+  EXPECT_THAT(missing.err, HasSubstr("no API socket at " + dir_.file("nothing.sock").string()));
   EXPECT_THAT(missing.err, HasSubstr("is a VMM running with --api-sock"));
 }
 

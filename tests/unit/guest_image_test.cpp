@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/x86_kernel_images.h"
 #include "vmm/arch/x86_64/layout.h"
 
@@ -25,8 +26,10 @@ using x86_64::test::write_file;
 class GuestImageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    config_.kernel_path = ::testing::TempDir() + "guest_image_test_vmlinux";
-    config_.initrd_path = ::testing::TempDir() + "guest_image_test_initrd";
+    // Files of this test's own: ctest runs the tests as processes side by side, and one
+    // that rewrote a file another has mapped would kill that one with SIGBUS.
+    config_.kernel_path = dir_.file("vmlinux");
+    config_.initrd_path = dir_.file("initrd");
     write_file(config_.kernel_path, x86_64::test::ElfImage()
                                         .entry(16 * kMiB)
                                         .load(16 * kMiB, x86_64::test::pattern(0x2000, 1))
@@ -34,11 +37,7 @@ class GuestImageTest : public ::testing::Test {
     write_file(config_.initrd_path, x86_64::test::pattern(3000, 2));
     config_.cmdline = "console=ttyS0 quiet";
   }
-  void TearDown() override {
-    std::remove(config_.kernel_path.c_str());
-    std::remove(config_.initrd_path.c_str());
-  }
-
+  test::TempDir dir_;
   MachineConfig config_;
   GuestMemory memory_ =
       std::move(GuestMemory::anonymous(x86_64::ram_regions(64 * kMiB).value()).value());

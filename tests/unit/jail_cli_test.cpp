@@ -68,7 +68,7 @@ TEST_F(JailCli, RootIdsAreRefused) {
 }
 
 TEST_F(JailCli, AMissingJailDirectoryIsRefused) {
-  const CommandOutput missing = run("--jail " + dir_.file("nowhere") + " --uid 1 --gid 1");
+  const CommandOutput missing = run("--jail " + dir_.file("nowhere").string() + " --uid 1 --gid 1");
   EXPECT_EQ(missing.exit_status, 1);
   EXPECT_THAT(missing.output, HasSubstr("create the directory first"));
 }
@@ -96,11 +96,13 @@ TEST_F(JailCli, PathsTheVmmUsesAfterItsPivotMustBeInTheJail) {
 TEST_F(JailCli, ARestoresPathsAreCheckedToo) {
   const std::string snapshot = dir_.file("snapshot");
   std::filesystem::create_directory(snapshot);
-  const CommandOutput outside = run_command(kVmm + " restore " + snapshot + " " + jail() +
-                                            " --vsock " + dir_.file("clone.vsock") + " 2>&1");
+  const CommandOutput outside =
+      run_command(kVmm + " restore " + snapshot + " " + jail() + " --vsock " +
+                  dir_.file("clone.vsock").string() + " 2>&1");
   EXPECT_EQ(outside.exit_status, 1);
-  EXPECT_THAT(outside.output, HasSubstr("dsec-vmm restore: --vsock " + dir_.file("clone.vsock") +
-                                        " is outside the jail"));
+  EXPECT_THAT(outside.output,
+              HasSubstr("dsec-vmm restore: --vsock " + dir_.file("clone.vsock").string() +
+                        " is outside the jail"));
 }
 
 // --net fd=N, the jail's way to the host's network: its form is checked before anything

@@ -140,8 +140,9 @@ TEST(JailPaths, APathOutsideTheJailIsRefusedWithWhereToPutIt) {
   std::filesystem::create_directory_symlink(elsewhere.path(), dir.path() / "link");
   const auto paths = JailPaths::of(dir.path().string());
   ASSERT_TRUE(paths) << paths.error().message();
-  for (const std::string& outside : {elsewhere.file("vsock"), dir.file("../escape.sock"),
-                                     dir.file("link/vsock"), dir.path().string()}) {
+  for (const std::string& outside :
+       {elsewhere.file("vsock").string(), dir.file("../escape.sock").string(),
+        dir.file("link/vsock").string(), dir.path().string()}) {
     const auto refused = paths->inside(outside, "--vsock");
     ASSERT_FALSE(refused) << outside;
     EXPECT_THAT(refused.error().message(),

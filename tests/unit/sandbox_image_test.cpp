@@ -114,7 +114,7 @@ TEST(SandboxImage, RunRefusesAnImageThatIsNotAFileSystemBeforeBooting) {
   TempDir dir;
   write_file(dir.path() / "bad.img", 8192, false);
   const CommandOutput result =
-      run_command(kVmm + " run --image " + dir.file("bad.img") + " 2>&1 >/dev/null");
+      run_command(kVmm + " run --image " + dir.file("bad.img").string() + " 2>&1 >/dev/null");
   EXPECT_EQ(result.exit_status, 1);
   EXPECT_THAT(result.output,
               AllOf(HasSubstr("bad.img is not an EROFS file system"), HasSubstr("build-rootfs")));
@@ -124,7 +124,7 @@ TEST(SandboxImage, ScratchNeedsAnImage) {
   TempDir dir;
   write_file(dir.path() / "scratch", 8192, false);
   const CommandOutput result =
-      run_command(kVmm + " run --scratch " + dir.file("scratch") + " 2>&1");
+      run_command(kVmm + " run --scratch " + dir.file("scratch").string() + " 2>&1");
   EXPECT_NE(result.exit_status, 0);
   EXPECT_THAT(result.output, AllOf(HasSubstr("--scratch"), HasSubstr("--image")));
 }

@@ -106,7 +106,8 @@ TEST_F(SdkVmmProcessTest, DestroyingOneThatRunsKillsAndReapsIt) {
 TEST_F(SdkVmmProcessTest, ABinaryThatIsNotThereFailsToStart) {
   const auto started = VmmProcess::spawn(tmp_.file("no-such-vmm"), {}, log_);
   ASSERT_FALSE(started);
-  EXPECT_THAT(started.error().message(), HasSubstr("starting " + tmp_.file("no-such-vmm")));
+  EXPECT_THAT(started.error().message(),
+              HasSubstr("starting " + tmp_.file("no-such-vmm").string()));
   EXPECT_EQ(started.error().os_errno(), ENOENT);
 }
 

@@ -138,7 +138,7 @@ TEST(SnapshotMemoryFile, AFileOfTheWrongSizeIsRefused) {
   const auto missing = open_memory_file(dir.file("absent"), 3 * kMiB);
   ASSERT_FALSE(missing.has_value());
   EXPECT_THAT(missing.error().message(),
-              HasSubstr("cannot open the snapshot's memory file " + dir.file("absent")));
+              HasSubstr("cannot open the snapshot's memory file " + dir.file("absent").string()));
 }
 
 }  // namespace

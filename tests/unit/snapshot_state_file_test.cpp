@@ -314,8 +314,8 @@ TEST(SnapshotStateFile, AFailedWriteLeavesThePreviousFile) {
   const Status no_directory = other.write(dir.file("missing/state"));
   ASSERT_FALSE(no_directory.has_value());
   EXPECT_THAT(no_directory.error().message(),
-              StartsWith("cannot create a temporary file in " + dir.file("missing") + " to write " +
-                         dir.file("missing/state") + ": No such file"));
+              StartsWith("cannot create a temporary file in " + dir.file("missing").string() +
+                         " to write " + dir.file("missing/state").string() + ": No such file"));
 }
 
 // Files StateFileWriter never writes, made by hand with correct checksums.

@@ -287,9 +287,29 @@ Status AgentClient::still_answering(const char* during) {
 Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdout,
                                      const Sink& on_stderr, std::span<const uint8_t> stdin_data) {
   constexpr const char* kDuring = "exec";
+  // A command with a time limit ends by then, killed by the agent if need be: an exit that
+  // has not come an answer timeout later will not come (a frame lost on the way, an agent
+  // session stuck), and the caller (the pool's one thread, say) must not wait for ever.
+  std::optional<Clock::time_point> exit_deadline;
+  if (req.timeout_ms > 0) {
+    exit_deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms) + answer_timeout_;
+  }
+  const auto before_exit_deadline = [&]() -> Status {
+    if (exit_deadline && Clock::now() >= *exit_deadline) {
+      return fail(fmt::format("the guest agent did not report the end of the command within its "
+                              "time limit ({} ms) and {} more",
+                              req.timeout_ms, seconds(answer_timeout_)),
+                  kStoppedAnsweringHint);
+    }
+    return ok();
+  };
   // The command decides when its output comes and when it reads its stdin: a quiet
-  // connection is a problem only when the agent no longer answers at all.
-  const Stalled stalled = [this] { return still_answering(kDuring); };
+  // connection is a problem only when the agent no longer answers at all, or past the
+  // deadline above.
+  const Stalled stalled = [&]() -> Status {
+    DSEC_TRY(before_exit_deadline());
+    return still_answering(kDuring);
+  };
   Stream stream(DSEC_TRY(connector_()), answer_timeout_);
   const uint32_t id = next_id_++;
   DSEC_TRY(stream.send(MessageType::kExec, id, encode(req), stalled));
@@ -303,6 +323,7 @@ Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdo
   }
   while (true) {
     const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
+    DSEC_TRY(before_exit_deadline());
     if (f.request_id != id) {
       return fail("agent protocol: an answer for request " + std::to_string(f.request_id));
     }
