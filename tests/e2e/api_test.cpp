@@ -3,7 +3,6 @@
 // restore`, a load into a fresh `dsec-vmm serve`, refusals that leave the VM running, and a
 // fresh `dsec-vmm serve` booting the default image as Firecracker's API or --config-file
 // describes it.
-#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,13 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <iostream>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/support/api_sandbox.h"
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
 #include "tests/support/sandbox.h"
@@ -31,18 +29,6 @@ using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 constexpr auto kReadyDeadline = std::chrono::seconds(300);
-
-// On a local file system: in the test bed /tmp is the host's, over 9p, where a clone would
-// read its memory through 9p and no Unix socket can live; /run is a tmpfs there.
-std::filesystem::path local_dir(const std::string& name) {
-  const std::filesystem::path base =
-      ::access("/run", W_OK) == 0 ? "/run" : std::filesystem::temp_directory_path();
-  return base / (name + "-" + std::to_string(::getpid()));
-}
-
-api::ApiClient api_of(const Sandbox& vm) {
-  return api::ApiClient(vm.api_socket(), std::chrono::seconds(120));
-}
 
 std::string state_of(const Sandbox& vm) {
   const auto info = api_of(vm).get("/");
@@ -273,13 +259,6 @@ TEST(ApiOrder, LoadAfterABootAndCreateWhileRunningAreRefusedAndTheVmRunsOn) {
 
 // The default image as Firecracker's boot-source, machine-config and vsock describe it; the
 // agent on the console's command line.
-nlohmann::json default_image_boot_source() {
-  const DefaultImage image = default_image();
-  return {{"kernel_image_path", image.vmlinux.string()},
-          {"initrd_path", image.initrd.string()},
-          {"boot_args", "console=ttyS0 reboot=k panic=-1 dsec.agent"}};
-}
-
 TEST(ApiBoot, AFreshVmmConfiguredThroughItsApiBootsTheDefaultImageAndItsAgentAnswers) {
   auto vmm = Sandbox::serve();
   std::string why;
@@ -415,91 +394,6 @@ TEST(ApiBoot, ARootDriveIsTheGuestsRootFileSystem) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << describe_wait_status(*status);
   const auto back = run_command("debugfs -R 'cat /from-guest' " + rootfs.string() + " 2>/dev/null");
   EXPECT_EQ(trimmed(back.output), "written-in-the-guest");
-  std::filesystem::remove_all(work);
-}
-
-// Firecracker's rate limiter on a drive, as the guest sees it: O_DIRECT reads from a drive
-// limited to 2 MiB/s take as long as the limit says (within 10%), and the same reads from
-// an unlimited drive on the same VM are not held back. The bucket holds half a second of
-// the rate, so that the test bed's uneven pace does not lose the limiter time; a first
-// read empties it, and the second is timed. The reads are 64 KiB, under the bucket's
-// size. The guest times its reads (its clock, /proc/uptime); the host's time around the
-// command, which adds the agent's round trip, is reported beside it.
-TEST(ApiRateLimiter, ALimitedDriveReadsAtItsBandwidthAndAnUnlimitedOneIsNotHeldBack) {
-  constexpr uint64_t kBytesPerSecond = 2 << 20;
-  constexpr uint64_t kRead = 16 << 20;
-  const auto work = local_dir("dsec-rate-limit");
-  std::filesystem::create_directories(work);
-  for (const char* name : {"limited.img", "free.img"}) {
-    std::ofstream(work / name).close();
-    std::filesystem::resize_file(work / name, kRead);
-  }
-  auto vmm = Sandbox::serve();
-  std::string why;
-  ASSERT_TRUE(vmm->wait_for_api(30s, why)) << why;
-  const auto client = api_of(*vmm);
-  ASSERT_TRUE(client.send("PUT", "/boot-source", default_image_boot_source()));
-  ASSERT_TRUE(client.send("PUT", "/vsock", {{"guest_cid", 3}, {"uds_path", vmm->vsock_path()}}));
-  // Put first, so the guest's /dev/vda.
-  ASSERT_TRUE(client.send(
-      "PUT", "/drives/limited",
-      {{"drive_id", "limited"},
-       {"path_on_host", (work / "limited.img").string()},
-       {"is_root_device", false},
-       {"rate_limiter", {{"bandwidth", {{"size", kBytesPerSecond / 2}, {"refill_time", 500}}}}}}));
-  ASSERT_TRUE(client.send("PUT", "/drives/free",
-                          {{"drive_id", "free"},
-                           {"path_on_host", (work / "free.img").string()},
-                           {"is_root_device", false}}));
-  ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "InstanceStart"}}))
-      << vmm->describe();
-  ASSERT_TRUE(vmm->wait_ready(kReadyDeadline, why)) << why;
-
-  // Seconds a guest command took by the host's clock, and by the guest's.
-  struct Took {
-    double host = 0;
-    double guest = 0;
-  };
-  const auto timed = [&](const std::string& command) {
-    const auto start = std::chrono::steady_clock::now();
-    const auto ran = sh(*vmm, "a=$(cut -d' ' -f1 /proc/uptime); " + command +
-                                  " || exit 1; b=$(cut -d' ' -f1 /proc/uptime); echo $a $b");
-    const std::chrono::duration<double> host = std::chrono::steady_clock::now() - start;
-    EXPECT_TRUE(ran.ok()) << ran.out << vmm->describe();
-    double guest_start = 0;
-    double guest_end = 0;
-    std::istringstream(ran.out) >> guest_start >> guest_end;
-    return Took{host.count(), guest_end - guest_start};
-  };
-  const auto read = [&](const std::string& device, uint64_t bytes) {
-    return timed("dd if=" + device + " of=/dev/null bs=64k count=" + std::to_string(bytes >> 16) +
-                 " iflag=direct 2>/dev/null");
-  };
-  read("/dev/vda", kBytesPerSecond);  // the bucket's start, and as much again
-  const Took limited = read("/dev/vda", kRead);
-  const Took free = read("/dev/vdb", kRead);
-  const double expected = static_cast<double>(kRead) / kBytesPerSecond;
-  const std::string figures = fmt::format(
-      "limited: {:.2f} s by the host's clock ({:.2f} s by the guest's), unlimited: {:.2f} s "
-      "({:.2f} s); expected {:.2f} s",
-      limited.host, limited.guest, free.host, free.guest, expected);
-  EXPECT_NEAR(limited.guest, expected, expected * 0.1) << figures;
-  EXPECT_LT(free.guest, limited.guest / 2) << "the unlimited drive was held back: " << figures;
-  std::cout << figures << "\n";
-  // The limit shows in the VM's configuration.
-  const auto config = client.get("/vm/config");
-  ASSERT_TRUE(config) << config.error().message();
-  EXPECT_EQ(config->at("drives")[0].at("rate_limiter").at("bandwidth").at("size"),
-            kBytesPerSecond / 2);
-  EXPECT_TRUE(config->at("drives")[1].at("rate_limiter").is_null());
-  // A PATCH lifts it on the running VM (through the API thread's seccomp filter).
-  ASSERT_TRUE(client.send("PATCH", "/drives/limited",
-                          {{"drive_id", "limited"},
-                           {"rate_limiter", {{"bandwidth", {{"size", 0}, {"refill_time", 0}}}}}}))
-      << vmm->describe();
-  const Took lifted = read("/dev/vda", kRead);
-  EXPECT_LT(lifted.guest, limited.guest / 2)
-      << "still limited after the PATCH: " << lifted.guest << " s; " << figures;
   std::filesystem::remove_all(work);
 }
 

@@ -155,9 +155,13 @@ class Sandbox {
   Sandbox(const Sandbox&) = delete;
   Sandbox& operator=(const Sandbox&) = delete;
 
-  agent::AgentClient client() const {
+  // A client of this sandbox's agent; `answer_timeout` is how long a request may go without
+  // a word from the guest (an exec: before the client asks for a health check).
+  agent::AgentClient client(
+      std::chrono::milliseconds answer_timeout = agent::kDefaultAnswerTimeout) const {
     return agent::AgentClient(
-        [path = vsock_] { return agent::connect_vsock_uds(path, agent::kAgentPort); });
+        [path = vsock_] { return agent::connect_vsock_uds(path, agent::kAgentPort); },
+        answer_timeout);
   }
 
   // Waits until the agent answers a health check; false (and the reason in `why`) if the
