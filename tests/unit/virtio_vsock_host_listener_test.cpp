@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -266,6 +267,69 @@ TEST_F(HostListenerTest, ClosePendingEndsHandshakesAndTheDestructorRemovesTheSoc
   EXPECT_TRUE(std::filesystem::exists(path_));
   listener_.reset();
   EXPECT_FALSE(std::filesystem::exists(path_));
+}
+
+// A host socket of another process: a child connects to `path`, sends `line` and keeps the
+// socket open until the write end of the `keep_open` pipe is closed.
+pid_t connect_from_child(const std::string& path, const std::string& line,
+                         const int (&keep_open)[2]) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(keep_open[1]);  // or the child would hold its own read open
+    const UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+        ::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(line.size())) {
+      ::_exit(1);
+    }
+    char byte = 0;
+    static_cast<void>(::read(keep_open[0], &byte, 1));
+    ::_exit(0);
+  }
+  return child;
+}
+
+// A restored clone's socket before its clone sync: another process's connection waits,
+// unread, while this process's goes through; then the held one goes through too.
+TEST_F(HostListenerTest, WhileAdmittingOnlyItsOwnProcessOthersWaitUntilLetThrough) {
+  ASSERT_OK_AND_ASSIGN(io::EventFd let_through, io::EventFd::create());
+  ASSERT_OK(thread_->loop().add_fd_watch(let_through.fd(), [&] {
+    static_cast<void>(let_through.consume());
+    const std::lock_guard lock(mutex_);
+    listener_->admit_only_own(false);
+  }));
+  start(/*open=*/false);
+  {
+    const std::lock_guard lock(mutex_);
+    listener_->admit_only_own(true);
+    listener_->set_open(true);
+  }
+  int keep_open[2];
+  ASSERT_EQ(::pipe2(keep_open, O_CLOEXEC), 0);
+  const pid_t child = connect_from_child(path_, "CONNECT 41\n", keep_open);
+  ASSERT_GT(child, 0);
+  ::close(keep_open[0]);
+  std::this_thread::sleep_for(200ms);  // the child's connection is in by now
+  const UniqueFd own = connect_host(path_);
+  send_all(own, "CONNECT 42\n");
+  auto handed = wait_handed(1);
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_EQ(handed[0].second, 42u) << "only this process's connection goes through";
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(wait_handed(0).empty()) << "the other process's connection was let through";
+  EXPECT_EQ(pending_count(), 0u);
+
+  ASSERT_OK(let_through.signal());
+  auto later = wait_handed(1);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].second, 41u);
+  ::close(keep_open[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(HostListenerCreate, RefusesAnExistingPath) {

@@ -14,7 +14,9 @@ Status sync_restored_clone(Machine& vm, std::chrono::milliseconds timeout) {
         "entropy and the host's clock: it runs with the snapshot's");
     return ok();
   }
-  return agent::sync_clone(vsock->uds_path, timeout, [&vm] { return !vm.ended(); });
+  DSEC_TRY(agent::sync_clone(vsock->uds_path, timeout, [&vm] { return !vm.ended(); }));
+  vm.admit_every_vsock_connection();
+  return ok();
 }
 
 }  // namespace dsec::machine

@@ -301,6 +301,10 @@ void Machine::resume() {
   control_.resume();
 }
 
+void Machine::admit_every_vsock_connection() {
+  virtio_->admit_every_vsock_connection();
+}
+
 void Machine::stop(std::string why) {
   control_.request_exit({VmExitKind::kStopped, std::move(why)});
 }

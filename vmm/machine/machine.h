@@ -113,6 +113,10 @@ class Machine {
   // Installs `role`'s seccomp filter (config().seccomp) in the calling thread, a thread of
   // this VM's VMM; if it cannot, fails the VM and returns why: the thread must not go on.
   Status install_thread_filter(seccomp::Role role);
+  // A restored clone whose agent took fresh entropy and the host's clock
+  // (sync_restored_clone): its vsock socket lets other host processes through, which it
+  // held until then. Any thread.
+  void admit_every_vsock_connection();
   // Logs where the VM's interrupts stand (each vCPU's and the IOAPIC's, read with the vCPUs
   // parked for a moment) and the state of every virtio device
   // (VirtioDevices::request_state_log, logged from the event loop); any thread.

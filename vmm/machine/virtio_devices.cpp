@@ -115,6 +115,7 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
         auto vsock = DSEC_TRY(virtio::VirtioVsock::create(
             specs[i].vsock.guest_cid, specs[i].vsock.uds_path, memory, device_loop));
         devices->metrics_.vsock = vsock->metrics();
+        devices->vsock_ = vsock.get();
         device = std::move(vsock);
         break;
       }
@@ -213,6 +214,12 @@ Status VirtioDevices::set_net_rate_limiters(const virtio::NetRateLimiters& limit
   }
   run_on_loop([&] { net_->set_rate_limiters(limiters); });
   return ok();
+}
+
+void VirtioDevices::admit_every_vsock_connection() {
+  if (vsock_ != nullptr) {
+    run_on_loop([this] { vsock_->admit_every_connection(); });
+  }
 }
 
 void VirtioDevices::run_with_loop_parked(const std::function<void()>& work) {

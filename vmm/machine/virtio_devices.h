@@ -20,6 +20,7 @@
 #include "vmm/devices/virtio/block.h"
 #include "vmm/devices/virtio/mmio_transport.h"
 #include "vmm/devices/virtio/net/net.h"
+#include "vmm/devices/virtio/vsock/vsock.h"
 #include "vmm/io/event_fd.h"
 #include "vmm/io/event_loop_thread.h"
 #include "vmm/kvm/vm.h"
@@ -109,6 +110,10 @@ class VirtioDevices {
   // request, set on the loop's thread (run_on_loop). Any thread but the loop's.
   Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter);
   Status set_net_rate_limiters(const virtio::NetRateLimiters& limiters);
+  // A restored VM's vsock lets every host process's connection through (its clone sync is
+  // done: VirtioVsock::admit_every_connection); nothing without a vsock device. Any
+  // thread but the loop's.
+  void admit_every_vsock_connection();
 
   // The devices' counters (their metrics report); any thread.
   const devices::DeviceMetrics& metrics() const { return metrics_; }
@@ -146,6 +151,7 @@ class VirtioDevices {
   // The devices the rate limiters' changes reach (owned by their transports).
   std::vector<virtio::VirtioBlock*> drives_;
   virtio::VirtioNet* net_ = nullptr;
+  virtio::VirtioVsock* vsock_ = nullptr;
   devices::DeviceMetrics metrics_;
   // KVM registrations to undo, in reverse order.
   std::vector<std::function<void()>> unregister_;

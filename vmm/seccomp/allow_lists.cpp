@@ -202,6 +202,9 @@ std::vector<SyscallRule> io() {
                     // virtio-vsock: host processes connect to its Unix socket, and the
                     // guest connects to host ports (Unix sockets beside it)
                     allow("accept4"),
+                    // which process a host connection comes from (a restored clone's
+                    // socket admits only its own until the clone sync is done)
+                    allow_if("getsockopt", {equals(1, SOL_SOCKET), equals(2, SO_PEERCRED)}),
                     allow_if("socket", {equals(0, AF_UNIX)}),
                     allow("connect"),
                     allow("recvfrom"),

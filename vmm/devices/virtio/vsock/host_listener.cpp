@@ -21,7 +21,8 @@ HostListener::HostListener(io::EventLoop& loop, std::string path, Guard guard, C
       path_(std::move(path)),
       guard_(std::move(guard)),
       connected_(std::move(connected)),
-      handshake_timeout_(handshake_timeout) {}
+      handshake_timeout_(handshake_timeout),
+      own_pid_(::getpid()) {}
 
 Result<std::unique_ptr<HostListener>> HostListener::create(
     io::EventLoop& loop, std::string path, Guard guard, Connected connected,
@@ -50,6 +51,7 @@ HostListener::~HostListener() {
 }
 
 void HostListener::close_pending() {
+  held_.clear();
   for (auto& [id, pending] : pending_) {
     closed_.push_back(std::move(pending));
   }
@@ -97,29 +99,55 @@ void HostListener::on_listener_ready() {
       }
       return;
     }
-    if (!open_ || pending_.size() >= kMaxPending) {
+    if (!open_ || pending_.size() + held_.size() >= kMaxPending) {
       continue;  // closed: the host sees EOF before any "OK"
     }
-    const uint64_t id = next_id_++;
-    Pending pending{std::move(fd), std::nullopt, std::nullopt};
-    auto watch = loop_.add_fd_watch(pending.fd.get(),
-                                    [this, id] { guard_([this, id] { on_pending_ready(id); }); });
-    auto deadline = loop_.add_timer(handshake_timeout_, [this, id] {
-      guard_([this, id] {
-        if (auto it = pending_.find(id); it != pending_.end()) {
-          it->second.deadline.reset();  // it fired: nothing to cancel
-          take(id);
-        }
-      });
-    });
-    pending.watch = watch ? std::optional(*watch) : std::nullopt;
-    pending.deadline = deadline ? std::optional(*deadline) : std::nullopt;
-    if (!watch || !deadline) {
-      forget(pending);
+    if (own_only_ && !from_own_process(fd.get())) {
+      held_.push_back(std::move(fd));
       continue;
     }
-    pending_.emplace(id, std::move(pending));
+    admit(std::move(fd));
   }
+}
+
+bool HostListener::from_own_process(int fd) const {
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0 && peer.pid == own_pid_;
+}
+
+void HostListener::admit_only_own(bool only) {
+  own_only_ = only;
+  if (only) {
+    return;
+  }
+  std::vector<UniqueFd> held = std::move(held_);
+  held_.clear();
+  for (UniqueFd& fd : held) {
+    admit(std::move(fd));
+  }
+}
+
+void HostListener::admit(UniqueFd fd) {
+  const uint64_t id = next_id_++;
+  Pending pending{std::move(fd), std::nullopt, std::nullopt};
+  auto watch = loop_.add_fd_watch(pending.fd.get(),
+                                  [this, id] { guard_([this, id] { on_pending_ready(id); }); });
+  auto deadline = loop_.add_timer(handshake_timeout_, [this, id] {
+    guard_([this, id] {
+      if (auto it = pending_.find(id); it != pending_.end()) {
+        it->second.deadline.reset();  // it fired: nothing to cancel
+        take(id);
+      }
+    });
+  });
+  pending.watch = watch ? std::optional(*watch) : std::nullopt;
+  pending.deadline = deadline ? std::optional(*deadline) : std::nullopt;
+  if (!watch || !deadline) {
+    forget(pending);
+    return;
+  }
+  pending_.emplace(id, std::move(pending));
 }
 
 void HostListener::on_pending_ready(uint64_t id) {

@@ -10,6 +10,8 @@
 // thread or while the loop is not running.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +52,11 @@ class HostListener {
 
   // While closed, host sockets are accepted and closed at once.
   void set_open(bool open) { open_ = open; }
+  // While `only` (a restored clone before its agent took fresh entropy and the host's
+  // clock), a host socket of another process is accepted and held, unread, and this
+  // process's own (the clone sync's) goes through; turning it off lets the held ones
+  // through, each with its handshake timeout from then. The peer is SO_PEERCRED's pid.
+  void admit_only_own(bool only);
   // Ends every handshake in progress. Its sockets are closed by purge(), on the loop thread.
   void close_pending();
   void purge();
@@ -67,6 +74,9 @@ class HostListener {
   HostListener(io::EventLoop& loop, std::string path, Guard guard, Connected connected,
                std::chrono::milliseconds handshake_timeout);
   void on_listener_ready();
+  // Starts the handshake of an accepted socket: its CONNECT line is read as it comes.
+  void admit(UniqueFd fd);
+  bool from_own_process(int fd) const;
   void on_pending_ready(uint64_t id);
   // Ends the handshake of `id`: its watch and deadline go, and its socket is returned (to
   // hand on, or to close by dropping it).
@@ -79,6 +89,9 @@ class HostListener {
   Connected connected_;
   std::chrono::milliseconds handshake_timeout_;
   bool open_ = false;
+  bool own_only_ = false;
+  pid_t own_pid_;
+  std::vector<UniqueFd> held_;  // other processes' sockets while own_only_
   UniqueFd listener_;
   std::optional<io::WatchId> listener_watch_;
   uint64_t next_id_ = 1;

@@ -75,6 +75,9 @@ class Muxer {
   void deactivate();
   // Closes what deactivate() ended; on the loop thread.
   void purge();
+  // HostListener::admit_only_own: other processes' host connections wait (a restored
+  // clone's, until its agent took fresh entropy and the host's clock).
+  void admit_only_own_connections(bool only) { host_listener_->admit_only_own(only); }
 
   // A packet from the guest (parse_tx_packet() accepted it).
   void on_guest_packet(GuestMemory& memory, const TxPacket& packet);

@@ -292,12 +292,20 @@ Status VirtioVsock::restore_state(std::span<const uint8_t> bytes) {
   DSEC_TRY(in.expect_end("virtio-vsock state"));
   const std::lock_guard lock(mutex_);
   muxer_->set_next_local_port(port);
+  // No host process but this one (its clone sync) reaches the clone's agent before the
+  // guest has fresh entropy: another clone of this snapshot would draw the same numbers.
+  muxer_->admit_only_own_connections(true);
   if (awaiting != 0) {
     reset_event_avail_ = avail;
     // Counted from the restore: the clone's guest has not run since.
     reset_ack_deadline_ = std::chrono::steady_clock::now() + kResetAckTimeout;
   }
   return ok();
+}
+
+void VirtioVsock::admit_every_connection() {
+  const std::lock_guard lock(mutex_);
+  muxer_->admit_only_own_connections(false);
 }
 
 void VirtioVsock::signal_used(VirtQueue& queue) {

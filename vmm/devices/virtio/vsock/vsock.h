@@ -86,6 +86,9 @@ class VirtioVsock final : public VirtioDevice {
 
   uint64_t guest_cid() const { return guest_cid_; }
   const std::string& uds_path() const;
+  // A restored device admits only its own process's host connections (the clone sync's)
+  // until this is called: the others, held until then, go through. On the loop thread.
+  void admit_every_connection();
   // Streams open now (host- and guest-initiated).
   size_t connection_count() const;
   // Memory the streams hold for host sockets now (vsock::Muxer::kMaxBufferedForHosts).
