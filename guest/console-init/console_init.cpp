@@ -25,6 +25,7 @@
 #include <sys/reboot.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -127,6 +128,9 @@ void signal_boot_timer(unsigned char value) {
 
 [[noreturn]] void reboot_cleanly(const char* why) {
   say(std::string(why) + ": rebooting");
+  // The line waits in the tty's buffer, and the kernel's own reboot messages go to the
+  // console straight away: without the wait they cut into it, or it is never sent.
+  (void)tcdrain(STDERR_FILENO);
   kill(-1, SIGKILL);  // everything but PID 1
   while (waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
   }

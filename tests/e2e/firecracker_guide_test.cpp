@@ -100,8 +100,10 @@ class ConsoleVmm {
     return at + want.size();
   }
 
-  // Writes `text` to the console, as typed.
+  // Writes `text` to the console, as typed; false once the VMM is gone (EPIPE: the test
+  // ignores SIGPIPE, which would otherwise end it there).
   bool type(std::string_view text) {
+    ::signal(SIGPIPE, SIG_IGN);
     while (!text.empty()) {
       const ssize_t n = ::write(stdin_, text.data(), text.size());
       if (n < 0 && errno == EINTR) continue;
