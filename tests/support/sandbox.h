@@ -286,9 +286,12 @@ struct ShellOutput {
   bool ok() const { return status.has_value() && status->code == 0; }
 };
 
-inline ShellOutput sh(Sandbox& vm, const std::string& command) {
+// `answer_timeout`: how long the exec may go without a word from the guest before its
+// client asks for a health check (Sandbox::client).
+inline ShellOutput sh(Sandbox& vm, const std::string& command,
+                      std::chrono::milliseconds answer_timeout = agent::kDefaultAnswerTimeout) {
   ShellOutput o;
-  auto client = vm.client();
+  auto client = vm.client(answer_timeout);
   agent::ExecRequest req;
   req.argv = {"/bin/sh", "-c", command};
   req.timeout_ms = 60000;
