@@ -39,21 +39,22 @@ class VsockMuxerTest : public ::testing::Test {
     muxer_->purge();
   }
 
-  // A REQUEST from guest port 1024 to host port 1, where listener_ waits.
-  void guest_connects() {
-    const VsockHeader request{.src_cid = kGuestCid,
-                              .dst_cid = kHostCid,
-                              .src_port = 1024,
-                              .dst_port = 1,
-                              .len = 0,
-                              .type = kTypeStream,
-                              .op = kOpRequest,
-                              .flags = 0,
-                              .buf_alloc = 65536,
-                              .fwd_cnt = 0};
+  // A packet with `op` from guest port 1024 to host port 1, where listener_ waits.
+  void guest_sends(uint16_t op) {
+    const VsockHeader packet{.src_cid = kGuestCid,
+                             .dst_cid = kHostCid,
+                             .src_port = 1024,
+                             .dst_port = 1,
+                             .len = 0,
+                             .type = kTypeStream,
+                             .op = op,
+                             .flags = 0,
+                             .buf_alloc = 65536,
+                             .fwd_cnt = 0};
     const std::lock_guard lock(mutex_);
-    muxer_->on_guest_packet(memory_, TxPacket{request, {}});
+    muxer_->on_guest_packet(memory_, TxPacket{packet, {}});
   }
+  void guest_connects() { guest_sends(kOpRequest); }
 
   // What the muxer puts in an rx buffer of `size` bytes: its header, or nullopt for none.
   std::optional<VsockHeader> fill(uint32_t size) {
@@ -95,6 +96,20 @@ TEST_F(VsockMuxerTest, ABufferWithRoomForAHeaderOnlyDoesNotStallTheMuxerWhenData
   ASSERT_TRUE(data.has_value());
   EXPECT_EQ(data->op, kOpRw);
   EXPECT_EQ(data->len, 4U);
+}
+
+TEST_F(VsockMuxerTest, AResetOwedForAnEarlierPacketDoesNotRefuseANewStreamOnTheSamePorts) {
+  // A late CREDIT_UPDATE of a stream that is gone: the muxer owes the guest a RST for it.
+  guest_sends(kOpCreditUpdate);
+  // Before that RST went out, the guest opens a new stream on the same ports. The RST
+  // would reach it first and the guest would take it as the refusal of the new stream.
+  guest_connects();
+  const auto first = fill(4096);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->op, kOpResponse);
+  EXPECT_EQ(first->src_port, 1U);
+  EXPECT_EQ(first->dst_port, 1024U);
+  EXPECT_FALSE(fill(4096).has_value());  // and no RST after it either
 }
 
 }  // namespace

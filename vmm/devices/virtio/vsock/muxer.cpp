@@ -224,6 +224,12 @@ void Muxer::connect_to_host(const VsockHeader& request) {
     queue_reset_reply(request);  // nothing listens there: the guest's connect() fails
     return;
   }
+  // A reset still owed for an earlier packet on these ports would reach the guest before
+  // our RESPONSE, and the guest would take it as the refusal of this new stream.
+  std::erase_if(pending_resets_, [&request](const VsockHeader& reset) {
+    return reset.type == kTypeStream && reset.src_port == request.dst_port &&
+           reset.dst_port == request.src_port;
+  });
   Entry& e = add_entry(
       Connection(guest_cid_, request.dst_port, request.src_port, ConnectionState::kEstablished),
       std::move(*fd));
