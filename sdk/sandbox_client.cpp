@@ -47,6 +47,16 @@ std::span<const uint8_t> stdin_bytes(const ExecRequest& request) {
           request.stdin_data.size()};
 }
 
+// A client of the VMM's API socket, which a pool's sandbox has none of.
+Result<api::ApiClient> api_client(const SandboxEndpoints& endpoints, const ClientOptions& options) {
+  if (endpoints.api_socket_path.empty()) {
+    return std::unexpected(Error(ErrorCode::kInvalidArgument,
+                                 "this sandbox has no API socket (a pool's sandbox has none)",
+                                 "pause, resume and snapshot need its VMM's --api-sock"));
+  }
+  return api::ApiClient(endpoints.api_socket_path, options.api_timeout);
+}
+
 Status check_request(const ExecRequest& request) {
   if (request.argv.empty()) {
     return std::unexpected(Error(ErrorCode::kInvalidArgument, "exec needs a command"));
@@ -133,17 +143,15 @@ Result<uint64_t> SandboxClient::copy_out(const std::string& guest_path,
 }
 
 Status SandboxClient::pause() const {
-  return with_code(api::pause_vm(api::ApiClient(endpoints_.api_socket_path, options_.api_timeout)),
-                   ErrorCode::kApi);
+  return with_code(api::pause_vm(DSEC_TRY(api_client(endpoints_, options_))), ErrorCode::kApi);
 }
 
 Status SandboxClient::resume() const {
-  return with_code(api::resume_vm(api::ApiClient(endpoints_.api_socket_path, options_.api_timeout)),
-                   ErrorCode::kApi);
+  return with_code(api::resume_vm(DSEC_TRY(api_client(endpoints_, options_))), ErrorCode::kApi);
 }
 
 Status SandboxClient::snapshot(const std::string& dir, bool stay_paused) const {
-  const api::ApiClient client(endpoints_.api_socket_path, options_.api_timeout);
+  const auto client = DSEC_TRY(api_client(endpoints_, options_));
   DSEC_TRY(with_code(api::create_snapshot(client, dir, !stay_paused), ErrorCode::kApi));
   return {};
 }

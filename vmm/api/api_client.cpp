@@ -42,13 +42,15 @@ int on_message_complete(http_parser* parser) {
   return 0;
 }
 
-// Waits until `fd` is ready for `events`, at most until `deadline`.
-Status wait_for(int fd, short events, Clock::time_point deadline, const std::string& what) {
+// Waits until `fd` is ready for `events`, at most until `deadline`; `server` names who
+// should answer.
+Status wait_for(int fd, short events, Clock::time_point deadline, const std::string& what,
+                const std::string& server) {
   while (true) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
-      return fail(what + ": no answer in time", "is the VMM stuck? its log may tell");
+      return fail(what + ": no answer in time", "is the " + server + " stuck? its log may tell");
     }
     pollfd p{.fd = fd, .events = events, .revents = 0};
     const int n = ::poll(&p, 1, static_cast<int>(left));
@@ -61,6 +63,8 @@ Status wait_for(int fd, short events, Clock::time_point deadline, const std::str
   }
 }
 
+}  // namespace
+
 std::string fault_message_of(const HttpReply& reply) {
   const auto j = nlohmann::json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("fault_message") && j["fault_message"].is_string()) {
@@ -69,8 +73,6 @@ std::string fault_message_of(const HttpReply& reply) {
   return reply.body.empty() ? "no fault_message" : reply.body;
 }
 
-}  // namespace
-
 Result<HttpReply> ApiClient::request(std::string_view method, std::string_view path,
                                      const std::string& body) const {
   const std::string what = fmt::format("{} {} on {}", method, path, socket_path_);
@@ -78,15 +80,17 @@ Result<HttpReply> ApiClient::request(std::string_view method, std::string_view p
   auto fd = io::connect_unix(socket_path_);
   if (!fd) {
     const int err = fd.error().os_errno();
+    const auto& start = server_.start_hint;
     if (err == ENOENT) {
-      return fail("no API socket at " + socket_path_,
-                  "is a VMM running with --api-sock " + socket_path_ + "?");
+      return fail("no " + server_.socket + " at " + socket_path_,
+                  start.empty() ? "is a VMM running with --api-sock " + socket_path_ + "?" : start);
     }
     if (err == ECONNREFUSED) {
-      return fail("nothing serves the API socket " + socket_path_,
-                  "the VMM that made it is gone; start one with --api-sock");
+      return fail("nothing serves the " + server_.socket + " " + socket_path_,
+                  "the " + server_.name + " that made it is gone; " +
+                      (start.empty() ? "start one with --api-sock" : start));
     }
-    return std::unexpected(fd.error().with_context("API socket"));
+    return std::unexpected(fd.error().with_context(server_.socket));
   }
   std::string out =
       fmt::format("{} {} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n", method, path);
@@ -99,7 +103,7 @@ Result<HttpReply> ApiClient::request(std::string_view method, std::string_view p
     if (n > 0) {
       sent += static_cast<size_t>(n);
     } else if (n < 0 && errno == EAGAIN) {
-      DSEC_TRY(wait_for(fd->get(), POLLOUT, deadline, what));
+      DSEC_TRY(wait_for(fd->get(), POLLOUT, deadline, what, server_.name));
     } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
       // The server may have answered and closed before it took the whole request (a body
       // over its limit): its answer, already sent, is still there to read.
@@ -121,7 +125,7 @@ Result<HttpReply> ApiClient::request(std::string_view method, std::string_view p
   while (!state.complete) {
     const ssize_t n = ::recv(fd->get(), buffer.data(), buffer.size(), 0);
     if (n < 0 && errno == EAGAIN) {
-      DSEC_TRY(wait_for(fd->get(), POLLIN, deadline, what));
+      DSEC_TRY(wait_for(fd->get(), POLLIN, deadline, what, server_.name));
       continue;
     }
     if (n < 0 && errno == EINTR) {
@@ -141,7 +145,8 @@ Result<HttpReply> ApiClient::request(std::string_view method, std::string_view p
                               http_errno_description(HTTP_PARSER_ERRNO(&parser))));
     }
     if (n == 0 && !state.complete) {
-      return fail(what + ": the VMM closed the connection without an answer", "its log says why");
+      return fail(what + ": the " + server_.name + " closed the connection without an answer",
+                  "its log says why");
     }
   }
   return state.reply;
@@ -150,12 +155,12 @@ Result<HttpReply> ApiClient::request(std::string_view method, std::string_view p
 Result<nlohmann::json> ApiClient::get(std::string_view path) const {
   const auto reply = DSEC_TRY(request("GET", path, ""));
   if (reply.status != 200) {
-    return fail(fmt::format("the VMM refused GET {} ({}): {}", path, reply.status,
+    return fail(fmt::format("the {} refused GET {} ({}): {}", server_.name, path, reply.status,
                             fault_message_of(reply)));
   }
   auto j = nlohmann::json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return fail(fmt::format("GET {}: the VMM's answer is not JSON", path));
+    return fail(fmt::format("GET {}: the {}'s answer is not JSON", path, server_.name));
   }
   return j;
 }
@@ -164,8 +169,8 @@ Status ApiClient::send(std::string_view method, std::string_view path,
                        const nlohmann::json& body) const {
   const auto reply = DSEC_TRY(request(method, path, body.dump()));
   if (reply.status < 200 || reply.status > 299) {
-    return fail(fmt::format("the VMM refused {} {} ({}): {}", method, path, reply.status,
-                            fault_message_of(reply)));
+    return fail(fmt::format("the {} refused {} {} ({}): {}", server_.name, method, path,
+                            reply.status, fault_message_of(reply)));
   }
   return ok();
 }

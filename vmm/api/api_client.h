@@ -1,6 +1,7 @@
-// A small HTTP/1.1 client for a VMM's API socket (`dsec-vmm snapshot ...`): one request
-// per connection, its answer parsed by http_parser, errors that say what to do (no
-// socket there, nobody serving it, the VMM's fault_message).
+// A small HTTP/1.1 client for a VMM's API socket (`dsec-vmm snapshot ...`) and the pool
+// daemon's (the library's PoolClient): one request per connection, its answer parsed by
+// http_parser, errors that say what to do (no socket there, nobody serving it, the
+// server's fault_message).
 #pragma once
 
 #include <chrono>
@@ -17,21 +18,33 @@ struct HttpReply {
   std::string body;
 };
 
+// Who serves the socket, as the client's errors name it: a VMM's API by default.
+struct ApiServerKind {
+  std::string socket = "API socket";  // "no API socket at PATH"
+  std::string name = "VMM";           // "the VMM refused ...", "is the VMM stuck?"
+  // What to do when no socket is there or nobody serves it; empty: start a VMM with
+  // --api-sock.
+  std::string start_hint;
+};
+
+// The answer's {"fault_message": ...}, else its body (or "no fault_message").
+std::string fault_message_of(const HttpReply& reply);
+
 class ApiClient {
  public:
   // The largest answer taken; the API's answers are a few hundred bytes.
   static constexpr size_t kMaxReplyBytes = 1 << 20;
 
   // `timeout` bounds each request, from connect to the whole answer.
-  ApiClient(std::string socket_path, std::chrono::milliseconds timeout)
-      : socket_path_(std::move(socket_path)), timeout_(timeout) {}
+  ApiClient(std::string socket_path, std::chrono::milliseconds timeout, ApiServerKind server = {})
+      : socket_path_(std::move(socket_path)), timeout_(timeout), server_(std::move(server)) {}
 
   // The raw exchange: any status comes back as a reply.
   Result<HttpReply> request(std::string_view method, std::string_view path,
                             const std::string& body) const;
   // A GET whose answer must be 200 with JSON.
   Result<nlohmann::json> get(std::string_view path) const;
-  // A PUT or PATCH whose answer must be 2xx; anything else is an Error with the VMM's
+  // A PUT or PATCH whose answer must be 2xx; anything else is an Error with the server's
   // fault_message.
   Status send(std::string_view method, std::string_view path, const nlohmann::json& body) const;
 
@@ -40,6 +53,7 @@ class ApiClient {
  private:
   std::string socket_path_;
   std::chrono::milliseconds timeout_;
+  ApiServerKind server_;
 };
 
 }  // namespace dsec::api

@@ -49,6 +49,8 @@ Result<std::string> read_small_file(const std::string& path) {
   return text;
 }
 
+}  // namespace
+
 Result<SandboxState> state_of(std::string_view name) {
   for (auto state : {SandboxState::kStarting, SandboxState::kReady, SandboxState::kInUse,
                      SandboxState::kStopping}) {
@@ -58,8 +60,6 @@ Result<SandboxState> state_of(std::string_view name) {
   }
   return fail("unknown sandbox state \"" + std::string(name) + "\"");
 }
-
-}  // namespace
 
 std::string_view state_name(SandboxState state) {
   switch (state) {

@@ -21,6 +21,8 @@ namespace dsec::pool {
 
 enum class SandboxState { kStarting, kReady, kInUse, kStopping };
 std::string_view state_name(SandboxState state);
+// The state `name` (as state_name writes it) stands for.
+Result<SandboxState> state_of(std::string_view name);
 
 struct SandboxRecord {
   std::string id;

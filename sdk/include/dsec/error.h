@@ -21,12 +21,18 @@ enum class ErrorCode {
   kAgent,            // the guest agent could not be reached, stopped answering or refused
   kApi,              // the VMM's API socket could not be reached or refused the request
   kOutputLimit,      // a command wrote more than the caller allowed to collect
+  kPool,             // the pool daemon's socket could not be reached, or it refused the request
 };
 
 class DSEC_SDK_API Error {
  public:
-  Error(ErrorCode code, std::string message, std::string hint = {}, int os_errno = 0)
-      : code_(code), message_(std::move(message)), hint_(std::move(hint)), errno_(os_errno) {}
+  Error(ErrorCode code, std::string message, std::string hint = {}, int os_errno = 0,
+        int http_status = 0)
+      : code_(code),
+        message_(std::move(message)),
+        hint_(std::move(hint)),
+        errno_(os_errno),
+        http_status_(http_status) {}
 
   ErrorCode code() const { return code_; }
   // What failed, with what (a path, a command, the system's reason).
@@ -35,6 +41,9 @@ class DSEC_SDK_API Error {
   const std::string& hint() const { return hint_; }
   // The errno of a failed system call, or 0.
   int os_errno() const { return errno_; }
+  // The HTTP status of a server's refusal (the pool daemon's: 404, 409, 410, 429, 503...),
+  // or 0 when no server answered.
+  int http_status() const { return http_status_; }
   // "message; hint"
   std::string to_string() const { return hint_.empty() ? message_ : message_ + "; " + hint_; }
 
@@ -43,6 +52,7 @@ class DSEC_SDK_API Error {
   std::string message_;
   std::string hint_;
   int errno_;
+  int http_status_;
 };
 
 template <typename T>
