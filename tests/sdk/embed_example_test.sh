@@ -21,7 +21,7 @@ if [[ -n $leaked ]]; then
 fi
 
 cmake -S "$src/examples/embed" -B "$scratch/build" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$prefix" >"$scratch/configure.log"
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" >"$scratch/configure.log"
 cmake --build "$scratch/build" >"$scratch/build.log" ||
   { cat "$scratch/build.log"; exit 1; }
 example=$scratch/build/embed-example

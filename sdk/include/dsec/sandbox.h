@@ -25,38 +25,38 @@ struct SandboxState;
 struct LaunchOptions {
   // The dsec-vmm binary. Empty: the one installed with this library, else `dsec-vmm` in
   // PATH.
-  std::string vmm_binary;
+  std::string vmm_binary{};
   // Where each sandbox's runtime directory is made. Empty: $XDG_RUNTIME_DIR, else /tmp.
   // Unix sockets live there: it must be a local file system (not 9p or NFS), and its path
   // short (a socket's path has at most 107 bytes).
-  std::string runtime_parent;
+  std::string runtime_parent{};
   // The VMM's seccomp filters: "on", "log" or "off" (dsec-vmm --seccomp).
   std::string seccomp = "on";
   // The guest's serial console goes to this file. Empty: console.log in the runtime
   // directory (gone with the sandbox).
-  std::string console_path;
+  std::string console_path{};
   // How long the guest agent (and, for a restore, the clone's entropy and clock) has to be
   // ready before boot or restore gives up and stops the VMM.
   std::chrono::milliseconds ready_timeout{60000};
-  ClientOptions client;
+  ClientOptions client{};
 };
 
 struct BootOptions {
   // The kernel and initramfs. Empty: the default image that dsec-vmm finds itself
   // ($DSEC_IMAGE_DIR, else ~/.cache/dsec-vmm/default).
-  std::string kernel;
-  std::string initrd;
+  std::string kernel{};
+  std::string initrd{};
   uint32_t vcpus = 1;
   uint32_t memory_mib = 128;
-  bool rng = true;                  // a virtio-rng device
-  std::vector<std::string> drives;  // dsec-vmm --drive specs: PATH[,ro][,id=ID]
-  std::vector<std::string> append;  // words added to the kernel command line (dsec.agent is)
-  LaunchOptions launch;
+  bool rng = true;                    // a virtio-rng device
+  std::vector<std::string> drives{};  // dsec-vmm --drive specs: PATH[,ro][,id=ID]
+  std::vector<std::string> append{};  // words added to the kernel command line (dsec.agent is)
+  LaunchOptions launch{};
 };
 
 struct RestoreOptions {
-  std::string snapshot_dir;  // written by SandboxClient::snapshot or `dsec-vmm warm`
-  LaunchOptions launch;
+  std::string snapshot_dir{};  // written by SandboxClient::snapshot or `dsec-vmm warm`
+  LaunchOptions launch{};
 };
 
 class DSEC_SDK_API Sandbox {

@@ -17,16 +17,16 @@ namespace dsec::sdk {
 
 // The two sockets of a running sandbox's VMM.
 struct SandboxEndpoints {
-  std::string vsock_path;       // its --vsock: the guest agent behind it
-  std::string api_socket_path;  // its --api-sock
+  std::string vsock_path{};       // its --vsock: the guest agent behind it
+  std::string api_socket_path{};  // its --api-sock
 };
 
 struct ExecRequest {
-  std::vector<std::string> argv;  // the command and its arguments; argv[0] is looked up in PATH
-  std::vector<std::string> env;   // NAME=value, added to the agent's environment
-  std::string cwd;                // working directory in the guest; empty: /
+  std::vector<std::string> argv{};  // the command and its arguments; argv[0] is looked up in PATH
+  std::vector<std::string> env{};   // NAME=value, added to the agent's environment
+  std::string cwd{};                // working directory in the guest; empty: /
   std::chrono::milliseconds timeout{0};  // the guest kills the command's group after it; 0: none
-  std::string stdin_data;                // sent to the command's stdin, which is then closed
+  std::string stdin_data{};              // sent to the command's stdin, which is then closed
   bool stdin_open = false;               // give the command stdin_data (otherwise /dev/null)
 };
 
@@ -40,9 +40,9 @@ struct ExitStatus {
 };
 
 struct ExecResult {
-  ExitStatus status;
-  std::string stdout_data;
-  std::string stderr_data;
+  ExitStatus status{};
+  std::string stdout_data{};
+  std::string stderr_data{};
 };
 
 // Receives a command's output as it comes.
