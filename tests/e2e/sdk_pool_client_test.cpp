@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "dsec/pool.h"
 #include "tests/support/pool_daemon.h"
@@ -63,8 +64,15 @@ TEST(SdkPool, AcquireExecThroughItsVsockAndRelease) {
   EXPECT_EQ(images->front().in_use, 1U);
 
   ASSERT_TRUE(pool.release(sandbox->id));
-  const auto gone = pool.sandbox(sandbox->id);
-  ASSERT_FALSE(gone);
+  // Released, it shows as stopping until its VMM has exited, then it is gone (410).
+  auto gone = pool.sandbox(sandbox->id);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (gone && std::chrono::steady_clock::now() < deadline) {
+    EXPECT_EQ(gone->state, PoolSandboxState::kStopping);
+    std::this_thread::sleep_for(100ms);
+    gone = pool.sandbox(sandbox->id);
+  }
+  ASSERT_FALSE(gone) << "still listed 60 s after its release";
   EXPECT_EQ(gone.error().http_status(), 410);
   EXPECT_THAT(gone.error().message(), HasSubstr("it was released"));
   const auto again = pool.release(sandbox->id);
