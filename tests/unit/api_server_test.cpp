@@ -3,8 +3,10 @@
 // socket file's life, and no fd left behind.
 #include "vmm/api/api_server.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -147,6 +149,59 @@ TEST_F(ApiServerTest, StopRemovesTheSocketAndLeavesNoFd) {
   const auto gone = client_.get("/");
   ASSERT_FALSE(gone);
   EXPECT_THAT(gone.error().message(), HasSubstr("no API socket at " + socket_));
+}
+
+// An HTTP GET of `path` over TCP to 127.0.0.1:`port`; the whole answer, or "" if the
+// connection was refused.
+std::string get_over_loopback(uint16_t port, const std::string& path) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    return "";
+  }
+  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  EXPECT_EQ(::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string answer;
+  char buffer[4096];
+  timeval limit{.tv_sec = 10, .tv_usec = 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  for (ssize_t n; (n = ::recv(fd.get(), buffer, sizeof buffer, 0)) > 0;) {
+    answer.append(buffer, static_cast<size_t>(n));
+  }
+  return answer;
+}
+
+TEST(ApiServerLoopback, TheApiAnswersOnALoopbackPortTooUntilItStops) {
+  test::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
+  ASSERT_OK_AND_ASSIGN(const uint16_t port, server->listen_on_loopback(0));
+  ASSERT_NE(port, 0);
+  EXPECT_FALSE(server->listen_on_loopback(0));  // once only
+  ASSERT_OK(server->serve([](const HttpRequest& r) {
+    return HttpResponse::json(nlohmann::json{{"path", r.path}});
+  }));
+  EXPECT_THAT(get_over_loopback(port, "/images"), StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(get_over_loopback(port, "/images"), HasSubstr(R"({"path":"/images"})"));
+  // The Unix socket still serves beside it.
+  ApiClient client(dir.file("api.sock"), std::chrono::seconds(10));
+  ASSERT_OK_AND_ASSIGN(auto over_unix, client.get("/x"));
+  EXPECT_EQ(over_unix.at("path"), "/x");
+  server->stop();
+  EXPECT_EQ(get_over_loopback(port, "/images"), "");  // nobody listens there any more
+}
+
+TEST(ApiServerLoopback, APortInUseIsRefusedSayingSo) {
+  test::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto first, ApiServer::bind(dir.file("a.sock")));
+  ASSERT_OK_AND_ASSIGN(const uint16_t port, first->listen_on_loopback(0));
+  ASSERT_OK_AND_ASSIGN(auto second, ApiServer::bind(dir.file("b.sock")));
+  const auto taken = second->listen_on_loopback(port);
+  ASSERT_FALSE(taken);
+  EXPECT_THAT(taken.error().message(), HasSubstr("choose another port"));
 }
 
 TEST_F(ApiServerTest, OneClientOverTheLimitIsClosedAndTheOthersAreServed) {

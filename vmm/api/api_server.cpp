@@ -1,5 +1,7 @@
 #include "vmm/api/api_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
@@ -46,6 +48,34 @@ Result<UniqueFd> bind_api_socket(const std::string& path) {
   return fd;
 }
 
+// A listening TCP socket on 127.0.0.1:`port`.
+Result<UniqueFd> listen_loopback(uint16_t port) {
+  const std::string where = "127.0.0.1:" + std::to_string(port);
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) {
+    return fail_errno("API on " + where + ": socket", errno);
+  }
+  const int on = 1;
+  // A daemon started again binds its port at once, with its old connections in TIME_WAIT.
+  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0) {
+    return fail_errno("API on " + where + ": SO_REUSEADDR", errno);
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    const int err = errno;
+    return fail_errno(
+        "API on " + where + ": bind", err,
+        err == EADDRINUSE ? "another process listens there: choose another port" : "");
+  }
+  if (::listen(fd.get(), SOMAXCONN) != 0) {
+    return fail_errno("API on " + where + ": listen", errno);
+  }
+  return fd;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ApiServer>> ApiServer::bind(const std::string& path, HttpLimits limits) {
@@ -85,6 +115,21 @@ Status ApiServer::launch(ThreadStart setup) {
   return ok();
 }
 
+Result<uint16_t> ApiServer::listen_on_loopback(uint16_t port) {
+  if (tcp_listener_ || handler_ || stopped_) {
+    return fail("the API listens on a TCP port already, or serves already");
+  }
+  tcp_listener_ = DSEC_TRY(listen_loopback(port));
+  sockaddr_in bound{};
+  socklen_t size = sizeof bound;
+  if (::getsockname(tcp_listener_.get(), reinterpret_cast<sockaddr*>(&bound), &size) != 0) {
+    const int err = errno;
+    tcp_listener_.reset();
+    return fail_errno("API on 127.0.0.1: getsockname", err);
+  }
+  return ntohs(bound.sin_port);
+}
+
 Status ApiServer::serve(Handler handler) {
   if (handler_ || stopped_) {
     return fail("the API server serves already, or has stopped");
@@ -94,7 +139,11 @@ Status ApiServer::serve(Handler handler) {
   }
   handler_ = std::move(handler);
   // The loop does not run yet: its thread waits for serving_, set below under the lock.
-  DSEC_TRY(loop_.add_fd_watch(listener_.get(), [this] { accept_clients(); }));
+  DSEC_TRY(loop_.add_fd_watch(listener_.get(), [this] { accept_clients(listener_.get()); }));
+  if (tcp_listener_) {
+    DSEC_TRY(
+        loop_.add_fd_watch(tcp_listener_.get(), [this] { accept_clients(tcp_listener_.get()); }));
+  }
   {
     const std::lock_guard lock(start_mutex_);
     serving_ = true;
@@ -153,6 +202,7 @@ void ApiServer::stop() {
   }
   connections_.clear();
   listener_.reset();
+  tcp_listener_.reset();
   // Only the file this server made: another process may have put its own there since.
   struct stat st {};
   if (::lstat(path_.c_str(), &st) == 0 && st.st_ino == inode_) {
@@ -160,9 +210,9 @@ void ApiServer::stop() {
   }
 }
 
-void ApiServer::accept_clients() {
+void ApiServer::accept_clients(int listener) {
   while (true) {
-    UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    UniqueFd client(::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!client) {
       if (errno == EINTR || errno == ECONNABORTED) {
         continue;

@@ -44,6 +44,10 @@ class ApiServer {
   // or stop(). A command launches it before its VM runs, so that no thread starts once
   // the main thread's filter is in. Once only.
   using ThreadStart = std::function<Status()>;
+  // Also serves on 127.0.0.1:`port` (0: a free port the kernel picks), from serve() on;
+  // returns the port. Loopback only, and unlike the socket file no permission guards it:
+  // any process of the host can connect. Before serve(); once only.
+  Result<uint16_t> listen_on_loopback(uint16_t port);
   Status launch(ThreadStart setup = {});
   // Answers every request with `handler` from now on, on the API thread (launched now if
   // it was not). Once only.
@@ -74,7 +78,7 @@ class ApiServer {
             HttpLimits limits);
   // The API thread: `setup`, then waits for serve() and runs the loop.
   void run(const ThreadStart& setup);
-  void accept_clients();
+  void accept_clients(int listener);
   // Reads what the client sent, answers every whole request, writes what it can, then
   // watches for what the connection needs next (or closes it).
   void serve(uint64_t id);
@@ -84,7 +88,8 @@ class ApiServer {
 
   std::string path_;
   UniqueFd listener_;
-  ino_t inode_;  // the socket file's, so that stop() removes only our own
+  UniqueFd tcp_listener_;  // listen_on_loopback()'s, if any
+  ino_t inode_;            // the socket file's, so that stop() removes only our own
   io::EventLoop loop_;
   Handler handler_;
   HttpLimits limits_;

@@ -12,6 +12,9 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "vmm/api/api_server.h"
 #include "vmm/cli/cli11.h"
@@ -25,6 +28,7 @@ struct PoolOptions {
   std::string state_dir;
   std::string socket;
   std::string vmm;
+  std::optional<uint16_t> tcp_port;
   double max_memory_ratio = 0.9;
   double ready_timeout_s = 60;
   std::vector<std::string> restore_args;
@@ -81,6 +85,14 @@ int run_pool(const PoolOptions& options) {
   if (!server) {
     return fail_with(server.error());
   }
+  if (options.tcp_port) {
+    auto port = (*server)->listen_on_loopback(*options.tcp_port);
+    if (!port) {
+      return fail_with(port.error());
+    }
+    // On stderr, so that a caller that asked for port 0 learns which one it got.
+    spdlog::info("pool: serving on 127.0.0.1:{} too", *port);
+  }
   const std::string lock_path = state->path() + "/lock";
   pool::Pool pool((*server)->loop(), std::move(*state),
                   std::make_unique<pool::RestoreLauncher>(*vmm, options.restore_args),
@@ -128,6 +140,10 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
                    "socket and log under sandboxes/ (made if missing; one daemon per directory)")
       ->required();
   pool->add_option("--socket", options->socket, "The API's Unix socket (owner only)")->required();
+  pool->add_option("--tcp-port", options->tcp_port,
+                   "Also serve the API on 127.0.0.1:PORT (0: a free port, logged at start). "
+                   "Any process of the host can connect there: use it only where every local "
+                   "user may run sandboxes");
   pool->add_option("--vmm", options->vmm,
                    "The dsec-vmm binary that restores clones (default: this one)");
   pool->add_option("--max-memory-ratio", options->max_memory_ratio,
