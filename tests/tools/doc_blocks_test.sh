@@ -5,7 +5,9 @@
 # block may use what an earlier one of the same page made). A block that fails, or leaves
 # a dsec-vmm running once its script ends, fails the test with its output.
 #   doc_blocks_test.sh SOURCE_DIR BUILD_DIR HARNESS SESSION PAGE...
-# PAGE is a page relative to SOURCE_DIR, or a directory standing for its *.md pages.
+#   doc_blocks_test.sh --list SOURCE_DIR BUILD_DIR PAGE...   (print the scripts; run none)
+# PAGE is a page relative to SOURCE_DIR, or a directory standing for its *.md pages. The
+# scripts and their output are kept in BUILD_DIR/doc-blocks.
 #
 # A page says which blocks run, with an HTML comment line (not shown when rendered) right
 # before a ```sh block:
@@ -28,8 +30,14 @@
 # (tools/device-kit); and the test bed's own commands (tools/kvm-harness, which cannot run
 # inside itself, and the reproductions of its faults).
 set -euo pipefail
-src=$1 build=$2 harness=$3 session=$4
-shift 4
+list_only=0
+if [[ ${1:-} == --list ]]; then
+  list_only=1 src=$2 build=$3
+  shift 3
+else
+  src=$1 build=$2 harness=$3 session=$4
+  shift 4
+fi
 scratch=$build/doc-blocks
 rm -rf "$scratch"
 mkdir -p "$scratch"
@@ -81,6 +89,11 @@ for page in "${pages[@]}"; do
     sed -E -i -e "s#\\\$PWD/build/#$build/#g" \
       -e "s#(^|[[:space:]\"'=(])build/vmm/#\\1$build/vmm/#g" "$script"
     echo "== $page:$line ($script)"
+    ran=$((ran + 1))
+    if [[ $list_only == 1 ]]; then
+      cat "$script"
+      continue
+    fi
     start=$SECONDS status=0
     (cd "$src" && "$harness" exec --session "$session" --timeout 300 -- bash -e "$script") \
       </dev/null >"$dir/$index.log" 2>&1 || status=$?
@@ -92,9 +105,8 @@ for page in "${pages[@]}"; do
       bash -c 'sleep 1; pgrep -a dsec-vmm || true' </dev/null)
     [[ -z $left ]] || { echo "FAIL: the block at $page:$line left running: $left"; exit 1; }
     echo "== $page:$line passed in $((SECONDS - start)) s"
-    ran=$((ran + 1))
   done <<<"$scripts"
 done
 # A marker lost in an edit must not leave a page's test passing with nothing run.
 [[ $ran -gt 0 ]] || { echo "FAIL: no marked block in $*"; exit 1; }
-echo "PASS: $ran scripts"
+[[ $list_only == 1 ]] || echo "PASS: $ran scripts"
