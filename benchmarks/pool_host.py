@@ -1,0 +1,205 @@
+"""The host's side of the benchmarks that drive a `dsec-vmm pool` daemon (pool-soak,
+pool-bench): the daemon started on a state directory and socket of its own, a client of its
+HTTP/JSON API over that Unix socket, and the daemon's own figures (open fds, child
+processes, threads, RSS, CPU time) read from /proc.
+"""
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from sandbox_host import CMDLINE
+
+# A restore in the emulated test bed takes seconds, and requests wait on it; an exec ends in
+# the guest within 60 s (its default timeout_ms).
+POOL_DEADLINE_S = 120
+
+
+class UnixHttp(http.client.HTTPConnection):
+    """HTTP/1.1 over a Unix socket, one connection kept alive for the whole run: the
+    daemon's fd count then holds it at both samples."""
+
+    def __init__(self, path):
+        super().__init__("pool", timeout=POOL_DEADLINE_S)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(str(self.path))
+
+
+class Pool:
+    """A `dsec-vmm pool` process and a client of its API."""
+
+    def __init__(self, vmm, work, extra_args=()):
+        self.socket, self.state_dir, self.log_path = work / "pool.sock", work / "state", work / "pool.log"
+        with open(self.log_path, "w") as logf:
+            self.proc = subprocess.Popen([str(vmm), "pool", "--state-dir", str(self.state_dir), "--socket",
+                                          str(self.socket), "--ready-timeout", str(POOL_DEADLINE_S - 20), *extra_args],
+                                         stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+        deadline = time.monotonic() + 60
+        while not self.socket.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(f"the daemon did not come up: {self.log_tail()}")
+            time.sleep(0.05)
+        self.http = UnixHttp(self.socket)
+
+    def request(self, method, path, body=None):
+        """(status, parsed body or None)"""
+        self.http.request(method, path, body=json.dumps(body) if body is not None else None,
+                          headers={"Content-Type": "application/json"} if body is not None else {})
+        reply = self.http.getresponse()
+        data = reply.read()
+        return reply.status, (json.loads(data) if data else None)
+
+    def expect(self, status, method, path, body=None):
+        got, answer = self.request(method, path, body)
+        if got != status:
+            raise RuntimeError(f"{method} {path}: {got} {answer}, expected {status}")
+        return answer
+
+    def counts(self, image):
+        images = self.expect(200, "GET", "/images")["images"]
+        return next(i["sandboxes"] for i in images if i["name"] == image)
+
+    def wait_for(self, what, done, within_s=POOL_DEADLINE_S):
+        deadline = time.monotonic() + within_s
+        while not done():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no {what} within {within_s} s: {self.log_tail()}")
+            time.sleep(0.01)
+
+    def at_rest(self):
+        """Waits until every image has its `ready` clones ready and none starting, in use
+        or stopping, and the daemon has exactly those VMMs as children."""
+        def rest():
+            images = self.expect(200, "GET", "/images")["images"]
+            settled = all(i["sandboxes"] == {"starting": 0, "ready": i["ready"], "in_use": 0, "stopping": 0}
+                          for i in images)
+            return settled and len(children(self.proc.pid)) == sum(i["ready"] for i in images)
+        self.wait_for("pool at rest", rest)
+
+    def log_tail(self):
+        return tail(self.log_path)
+
+    def sandbox_logs(self):
+        """Each live VMM's device state (SIGUSR1 writes it to its log), then the end of every
+        sandbox's log: its VMM's messages and its guest's console, for a failure's reader."""
+        for vmm in children(self.proc.pid):
+            try:
+                os.kill(vmm, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+        time.sleep(2)
+        return "".join(f"--- {log.name}\n{tail(log, 60)}"
+                       for log in sorted((self.state_dir / "sandboxes").glob("*.log")))
+
+    def stop(self):
+        self.http.close()
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            # Its VMMs are process groups of their own: they outlive a killed daemon.
+            for vmm in children(self.proc.pid):
+                try:
+                    os.killpg(vmm, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.proc.kill()
+            return self.proc.wait()
+
+
+def tail(path, lines=30):
+    try:
+        return "".join(path.read_text(errors="replace").splitlines(True)[-lines:])
+    except OSError as e:
+        return f"({e})"
+
+
+def children(pid):
+    """The processes whose parent is `pid`, zombies included (an unreaped VMM is a leak)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[1]) == pid:  # after the name: state, ppid
+                found.append(int(entry.name))
+    return found
+
+
+def daemon_figures(pid):
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    return {"fds": len(os.listdir(f"/proc/{pid}/fd")), "children": len(children(pid)),
+            "threads": len(os.listdir(f"/proc/{pid}/task")), "rss_kib": rss}
+
+
+def percentiles(values):
+    """p50, p90, p99 by the nearest rank."""
+    if not values:
+        return [float("nan")] * 3
+    s = sorted(values)
+    return [s[min(len(s) - 1, max(0, -(-len(s) * p // 100) - 1))] for p in (50, 90, 99)]
+
+
+def warm(staged, work, vcpus, memory):
+    """A warm image of the default image in WORK/warm, made with the staged dsec-vmm."""
+    snap = work / "warm"
+    res = subprocess.run([str(staged["dsec-vmm"]), "warm", "--out", str(snap), "--kernel", str(staged["kernel"]),
+                          "--initrd", str(staged["initrd"]), "--cmdline", CMDLINE, "--console", "/dev/null",
+                          "--vcpus", str(vcpus), "--memory", str(memory)],
+                         capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        raise RuntimeError(f"dsec-vmm warm failed: {res.stderr[-2000:]}")
+    return snap
+
+
+# How the daemon logs a sandbox whose VMM ended on its own after it served (vmm/pool/pool.cpp).
+LOST_LINE = re.compile(r"pool: (sb-[0-9a-f-]+) lost: its VMM ([^;\n]+); its log ended")
+# dsec-vmm's exit status when its guest crashed (a kernel panic, a triple fault): the
+# guest's doing, not the daemon's nor the VMM's.
+GUEST_CRASHED = "exited with status 2"
+
+
+class GuestLost(Exception):
+    """A cycle's sandbox was lost because its guest crashed; the pool reported it."""
+
+
+def lost_reason(pool, sandbox_id):
+    """Why the pool says `sandbox_id` is gone, when it was lost to its guest's crash; else None."""
+    status, answer = pool.request("GET", f"/sandboxes/{sandbox_id}")
+    why = (answer or {}).get("fault_message", "")
+    if status == 410 and "was lost: its VMM " + GUEST_CRASHED in why:
+        return why
+    return None
+
+
+def losses(log_path):
+    """The sandboxes the daemon's log reports lost: ({id: how its VMM ended} for guest
+    crashes, {id: how} for every other end)."""
+    guest, other = {}, {}
+    for sandbox_id, how in LOST_LINE.findall(Path(log_path).read_text(errors="replace")):
+        (guest if how == GUEST_CRASHED else other)[sandbox_id] = how
+    return guest, other
+
+
+def metric(pool, name):
+    """A counter of GET /metrics, summed over its labels."""
+    pool.http.request("GET", "/metrics")
+    reply = pool.http.getresponse()
+    text = reply.read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"))
