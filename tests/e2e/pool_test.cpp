@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
@@ -60,14 +61,22 @@ class PoolDaemon {
     }
   }
 
-  // Starts the daemon and waits until it answers.
-  bool start() {
+  // Starts the daemon with `extra` options and waits until it answers.
+  bool start(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {kVmmBinary,          "pool",     "--state-dir",
+                                     state_dir_.string(), "--socket", socket_.string(),
+                                     "--ready-timeout",   "280"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& arg : args) {
+      argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       std::freopen(log_.c_str(), "a", stderr);
       std::freopen("/dev/null", "r", stdin);
-      ::execl(kVmmBinary.c_str(), kVmmBinary.c_str(), "pool", "--state-dir", state_dir_.c_str(),
-              "--socket", socket_.c_str(), "--ready-timeout", "280", nullptr);
+      ::execv(kVmmBinary.c_str(), argv.data());
       ::_exit(127);
     }
     return eventually([&] { return request("GET", "/images").status == 200; }, 60s);
@@ -215,6 +224,37 @@ TEST(Pool, AVmmKilledWithSigkillIsReportedLostAndReplaced) {
   const auto lost = daemon.request("GET", "/sandboxes/" + id);
   EXPECT_THAT(lost.body, HasSubstr("lost: its VMM killed by signal 9"));
   EXPECT_THAT(daemon.request("GET", "/metrics").body, HasSubstr("dsec_pool_lost_total 1"));
+  EXPECT_TRUE(eventually([&] { return daemon.count("ready") == 1; })) << "refilled\n"
+                                                                      << daemon.log();
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
+}
+
+// A VMM that lives on but no longer serves (stopped with SIGSTOP, as a stuck one would be)
+// fails its health checks: it is reported lost, killed and replaced.
+TEST(Pool, AHungVmmIsReportedLostKilledAndReplaced) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start({"--health-interval", "1", "--health-timeout", "5"})) << daemon.log();
+  ASSERT_TRUE(daemon.register_image(image, {{"ready", 1}, {"max", 2}}));
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  ASSERT_EQ(acquired.status, 201) << acquired.body;
+  const json sandbox = json::parse(acquired.body);
+  const std::string id = sandbox["id"];
+  const auto pid = sandbox["pid"].get<pid_t>();
+  std::this_thread::sleep_for(3s);
+  EXPECT_THAT(daemon.request("GET", "/metrics").body, HasSubstr("dsec_pool_hung_total 0"))
+      << "a serving clone passes its checks\n"
+      << daemon.log();
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+
+  ASSERT_TRUE(eventually([&] { return daemon.request("GET", "/sandboxes/" + id).status == 410; }))
+      << daemon.log();
+  EXPECT_THAT(daemon.request("GET", "/sandboxes/" + id).body,
+              HasSubstr("lost: its VMM stopped answering"));
+  EXPECT_THAT(daemon.request("GET", "/metrics").body, HasSubstr("dsec_pool_hung_total 1"));
+  EXPECT_FALSE(process_exists(pid)) << "killed and reaped";
   EXPECT_TRUE(eventually([&] { return daemon.count("ready") == 1; })) << "refilled\n"
                                                                       << daemon.log();
   EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));

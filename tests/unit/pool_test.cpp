@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 
+#include "tests/support/fake_vsock_endpoint.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "vmm/io/event_loop.h"
@@ -38,6 +39,22 @@ class ShellLauncher final : public VmmLauncher {
   std::string script_;
 };
 
+// A launcher whose "VMMs" serve: each also has its vsock socket answered by `endpoint`.
+class ServingLauncher final : public VmmLauncher {
+ public:
+  explicit ServingLauncher(test::FakeVsockEndpoint& endpoint) : endpoint_(endpoint) {}
+  Result<LaunchedVmm> launch(const std::string& /*snapshot_dir*/,
+                             const SandboxFiles& files) override {
+    if (!endpoint_.listen(files.vsock)) {
+      return fail("cannot bind " + files.vsock);
+    }
+    return spawn_with_ready_pipe({"/bin/sh", "-c", kServes}, files.log);
+  }
+
+ private:
+  test::FakeVsockEndpoint& endpoint_;
+};
+
 bool process_exists(pid_t pid) {
   return ::kill(pid, 0) == 0 || errno != ESRCH;
 }
@@ -54,14 +71,18 @@ class PoolTest : public ::testing::Test {
     loop_ = std::make_unique<io::EventLoop>(std::move(*loop));
   }
 
+  // Health checks off: these "VMMs" have no vsock socket to answer them.
   std::unique_ptr<Pool> make_pool(const std::string& script, PoolOptions options = {}) {
+    options.health_interval = 0ms;
+    return make_pool(std::make_unique<ShellLauncher>(script), options);
+  }
+  std::unique_ptr<Pool> make_pool(std::unique_ptr<VmmLauncher> launcher, PoolOptions options) {
     auto state = StateDir::open(state_dir());
     EXPECT_TRUE(state) << state.error().message();
     options.stop_grace = 2s;
     options.refill_backoff = 50ms;
     options.ready_timeout = 20s;
-    return std::make_unique<Pool>(*loop_, std::move(*state),
-                                  std::make_unique<ShellLauncher>(script), options);
+    return std::make_unique<Pool>(*loop_, std::move(*state), std::move(launcher), options);
   }
 
   ImageSpec image(uint32_t ready, uint32_t max, uint64_t ttl_s = 0) {
@@ -199,6 +220,41 @@ TEST_F(PoolTest, AKilledVmmIsReportedLostWithItsLogAndReplaced) {
   EXPECT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }))
       << "the pool refills";
   EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_lost_total 1"));
+}
+
+// A VMM that lives on but stops answering (a stuck loop, a hung guest) fails its health
+// checks: after `health_failures` in a row it is reported lost, killed and replaced, while
+// a sandbox that answers is left alone however many checks it sees.
+TEST_F(PoolTest, AHungVmmIsReportedLostKilledAndReplaced) {
+  test::FakeVsockEndpoint endpoint;
+  auto pool = make_pool(
+      std::make_unique<ServingLauncher>(endpoint),
+      PoolOptions{.health_interval = 100ms, .health_timeout = 200ms, .health_failures = 2});
+  ASSERT_TRUE(pool->register_image(image(1, 2)));
+  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  const std::string id = (*acquired)["id"];
+  const auto pid = (*acquired)["pid"].get<pid_t>();
+  ASSERT_TRUE(run_until([&] { return endpoint.lines().size() >= 6; }))
+      << "every serving sandbox is checked each interval";
+  EXPECT_THAT(endpoint.lines(), ::testing::Each(std::string("CONNECT 1024\n")));
+  EXPECT_EQ(pool->counters().hung, 0U);
+  EXPECT_TRUE(pool->sandbox_json(id)) << "a sandbox that answers stays";
+
+  endpoint.silence((*acquired)["vsock"].get<std::string>());
+  ASSERT_TRUE(run_until([&] { return pool->counters().hung == 1; }));
+  EXPECT_EQ(pool->counters().lost, 1U);
+  // It shows `stopping` until its VMM ended.
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(id); }));
+  auto lost = pool->sandbox_json(id);
+  EXPECT_EQ(lost.error().status, 410);
+  EXPECT_THAT(lost.error().message,
+              HasSubstr("lost: its VMM stopped answering (2 health checks in a row failed"));
+  EXPECT_THAT(lost.error().message, HasSubstr("vmm: clone serving")) << "its log's last lines";
+  EXPECT_TRUE(run_until([&] { return !process_exists(pid); })) << "the hung VMM is killed";
+  EXPECT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }))
+      << "the pool refills";
+  EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_hung_total 1"));
 }
 
 TEST_F(PoolTest, TimeToLiveStopsTheSandbox) {

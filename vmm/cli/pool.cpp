@@ -31,6 +31,9 @@ struct PoolOptions {
   std::optional<uint16_t> tcp_port;
   double max_memory_ratio = 0.9;
   double ready_timeout_s = 60;
+  double health_interval_s = 10;
+  double health_timeout_s = 15;
+  uint32_t health_failures = 2;
   std::vector<std::string> restore_args;
 };
 
@@ -55,6 +58,10 @@ Result<UniqueFd> lock_state_dir(const std::string& dir) {
                 "stop it, or give another --state-dir");
   }
   return fd;
+}
+
+std::chrono::milliseconds milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
 int run_pool(const PoolOptions& options) {
@@ -97,8 +104,10 @@ int run_pool(const PoolOptions& options) {
   pool::Pool pool((*server)->loop(), std::move(*state),
                   std::make_unique<pool::RestoreLauncher>(*vmm, options.restore_args),
                   pool::PoolOptions{.max_memory_ratio = options.max_memory_ratio,
-                                    .ready_timeout = std::chrono::milliseconds(
-                                        static_cast<int64_t>(options.ready_timeout_s * 1000))});
+                                    .ready_timeout = milliseconds(options.ready_timeout_s),
+                                    .health_interval = milliseconds(options.health_interval_s),
+                                    .health_timeout = milliseconds(options.health_timeout_s),
+                                    .health_failures = options.health_failures});
   // Before serve(): the loop does not run yet, so its watches and timers may be set here.
   pool.recover();
   const auto router = std::make_shared<api::Router>(pool::pool_router(pool));
@@ -154,6 +163,21 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
   pool->add_option("--ready-timeout", options->ready_timeout_s,
                    "Seconds a clone has from its launch until its agent serves")
       ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  pool->add_option("--health-interval", options->health_interval_s,
+                   "Seconds between two checks that each ready and acquired sandbox still serves "
+                   "(its VMM answers a CONNECT to the agent's port once the guest accepted it); "
+                   "0: no checks")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  pool->add_option("--health-timeout", options->health_timeout_s,
+                   "Seconds a sandbox has to answer a health check")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  pool->add_option("--health-failures", options->health_failures,
+                   "Health checks in a row a sandbox may fail before it is reported lost (hung), "
+                   "its VMM killed and replaced")
+      ->check(CLI::Range(1, 100))
       ->capture_default_str();
   pool->add_option("--restore-arg", options->restore_args,
                    "An argument added to every clone's `dsec-vmm restore` (repeat it: "

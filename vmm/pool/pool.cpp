@@ -11,6 +11,7 @@
 #include <array>
 #include <filesystem>
 
+#include "vmm/agent/protocol.h"
 #include "vmm/pool/host_memory.h"
 #include "vmm/pool/log_tail.h"
 #include "vmm/pool/sandbox_exec.h"
@@ -56,7 +57,9 @@ void remove_files(const SandboxFiles& files) {
 
 Pool::Pool(io::EventLoop& loop, StateDir state, std::unique_ptr<VmmLauncher> launcher,
            PoolOptions options)
-    : loop_(loop), state_(std::move(state)), launcher_(std::move(launcher)), options_(options) {}
+    : loop_(loop), state_(std::move(state)), launcher_(std::move(launcher)), options_(options) {
+  schedule_health_checks();
+}
 
 Pool::~Pool() {
   shutdown();
@@ -478,6 +481,79 @@ void Pool::on_kill_deadline(const std::string& id) {
   (void)signal_pidfd(s.pidfd.get(), SIGKILL);
 }
 
+void Pool::schedule_health_checks() {
+  if (options_.health_interval.count() <= 0) {
+    return;
+  }
+  auto timer = loop_.add_timer(options_.health_interval, [this] {
+    health_timer_.reset();
+    check_health();
+    schedule_health_checks();
+  });
+  if (timer) {
+    health_timer_ = *timer;
+  } else {
+    spdlog::error("pool: no timer for health checks: {}", timer.error().message());
+  }
+}
+
+void Pool::check_health() {
+  for (auto& [id, s] : sandboxes_) {
+    const bool serving =
+        s->record.state == SandboxState::kReady || s->record.state == SandboxState::kInUse;
+    if (!serving || s->health) {
+      continue;
+    }
+    s->health = HealthCheck::start(
+        loop_, s->record.files.vsock, agent::kAgentPort, options_.health_timeout,
+        [this, id](HealthVerdict verdict) { on_health(id, std::move(verdict)); });
+  }
+}
+
+void Pool::on_health(const std::string& id, HealthVerdict verdict) {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) {
+    return;
+  }
+  Sandbox& s = *it->second;
+  // This runs inside the check's own callback: the check goes when this returns.
+  const auto finished = std::move(s.health);
+  if (verdict.health == Health::kAnswered) {
+    s.failed_checks = 0;
+    return;
+  }
+  if (verdict.health == Health::kUnchecked) {
+    spdlog::warn("pool: {}: could not check its health: {}", id, verdict.why);
+    return;
+  }
+  const bool serving =
+      s.record.state == SandboxState::kReady || s.record.state == SandboxState::kInUse;
+  if (!serving) {
+    return;  // stopped while the check was in flight
+  }
+  ++s.failed_checks;
+  spdlog::warn("pool: {} failed a health check ({} of {} in a row): {}", id, s.failed_checks,
+               options_.health_failures, verdict.why);
+  if (s.failed_checks < options_.health_failures) {
+    return;
+  }
+  ++counters_.lost;
+  ++counters_.hung;
+  const std::string how =
+      fmt::format("stopped answering ({} health checks in a row failed, the last: {})",
+                  s.failed_checks, verdict.why);
+  const std::string tail = log_tail(s.record.files.log);
+  spdlog::warn("pool: {} lost: its VMM {}; its log ended:\n{}", id, how, tail);
+  remember_end(id, 410, "the sandbox was lost: its VMM " + how + "; its log ended:\n" + tail);
+  // Hung: SIGTERM may go unheard. Its end (the pidfd) removes it and refills.
+  cancel_timer(s);
+  stop_watching_ready(s);
+  s.record.state = SandboxState::kStopping;
+  persist(s);
+  ::killpg(s.record.process.pid, SIGKILL);
+  (void)signal_pidfd(s.pidfd.get(), SIGKILL);
+}
+
 void Pool::on_ready_deadline(const std::string& id) {
   const auto it = sandboxes_.find(id);
   if (it == sandboxes_.end()) {
@@ -621,6 +697,10 @@ void Pool::shutdown() {
   if (refill_timer_) {
     (void)loop_.cancel_timer(*refill_timer_);
     refill_timer_.reset();
+  }
+  if (health_timer_) {
+    (void)loop_.cancel_timer(*health_timer_);
+    health_timer_.reset();
   }
   images_.clear();  // nothing refills from here on
   if (sandboxes_.empty()) {

@@ -9,6 +9,9 @@
 // each image's `ready`; an acquire takes a ready one, else waits for a starting one, else
 // restores one on the spot, within the image's `max` and the host memory ratio (429
 // otherwise). A VMM that ends on its own is reported lost with its log's last lines.
+// Every health interval, each ready and acquired sandbox is asked whether it still serves
+// (health_check.h); one that fails `health_failures` checks in a row is hung: it is
+// reported lost, killed, and replaced.
 // An acquired sandbox holds a lease: its time to live, and its idle timeout, which every
 // request that names it (GET, exec, keepalive) renews; a client that went away stops
 // renewing, and the sandbox is stopped.
@@ -29,6 +32,7 @@
 
 #include "vmm/common/unique_fd.h"
 #include "vmm/io/event_loop.h"
+#include "vmm/pool/health_check.h"
 #include "vmm/pool/pool_metrics.h"
 #include "vmm/pool/pool_requests.h"
 #include "vmm/pool/state_records.h"
@@ -51,6 +55,11 @@ struct PoolOptions {
   std::chrono::milliseconds ready_timeout{60'000};  // launch to the "ready" line
   std::chrono::milliseconds stop_grace{5'000};      // SIGTERM to SIGKILL
   std::chrono::milliseconds refill_backoff{1'000};  // after a clone failed to start
+  // How often each ready and acquired sandbox is asked whether it serves (0: never), how
+  // long it has to answer, and how many checks in a row it may fail before it is lost.
+  std::chrono::milliseconds health_interval{10'000};
+  std::chrono::milliseconds health_timeout{15'000};
+  uint32_t health_failures = 2;
 };
 
 class Pool {
@@ -100,7 +109,9 @@ class Pool {
     std::optional<io::WatchId> ready_watch;
     std::optional<io::TimerId> timer;  // ready deadline, the lease, or SIGKILL
     Clock::time_point launched;
-    Clock::time_point last_request;  // acquired: the last request that named it
+    Clock::time_point last_request;       // acquired: the last request that named it
+    std::unique_ptr<HealthCheck> health;  // the check in flight
+    uint32_t failed_checks = 0;           // in a row
   };
   // How a sandbox that is gone ended, for the client that asks about it later.
   struct Ended {
@@ -135,6 +146,10 @@ class Pool {
   void arm_lease(Sandbox& sandbox);
   void on_lease_end(const std::string& id);
   void on_kill_deadline(const std::string& id);
+  // Starts a check of every ready and acquired sandbox that has none in flight.
+  void check_health();
+  void schedule_health_checks();
+  void on_health(const std::string& id, HealthVerdict verdict);
   void remember_end(const std::string& id, int status, std::string why);
   PoolResult<Sandbox*> in_use(const std::string& id);
   PoolError gone(const std::string& id) const;
@@ -152,6 +167,7 @@ class Pool {
   PoolCounters counters_;
   LatencyHistogram restore_latency_;
   std::optional<io::TimerId> refill_timer_;
+  std::optional<io::TimerId> health_timer_;
 };
 
 }  // namespace dsec::pool

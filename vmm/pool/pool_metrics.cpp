@@ -61,8 +61,11 @@ std::string metrics_text(const PoolCounters& counters, const LatencyHistogram& r
   counter(out, "dsec_pool_idle_stopped_total",
           "Sandboxes stopped at their idle timeout (no request named them: the client went away)",
           counters.idle_stopped);
-  counter(out, "dsec_pool_lost_total", "VMMs that ended on their own after they served",
-          counters.lost);
+  counter(out, "dsec_pool_lost_total",
+          "Sandboxes lost after they served: their VMM ended on its own, or hung", counters.lost);
+  counter(out, "dsec_pool_hung_total",
+          "Sandboxes lost because they stopped answering health checks (their VMM was killed)",
+          counters.hung);
   counter(out, "dsec_pool_refill_errors_total",
           "Clones that failed to start or ended before they served", counters.refill_errors);
   counter(out, "dsec_pool_refused_total", "Acquires refused with 429 (admission control)",

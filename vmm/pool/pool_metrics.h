@@ -15,7 +15,8 @@ struct PoolCounters {
   uint64_t released = 0;
   uint64_t expired = 0;       // stopped at their time to live
   uint64_t idle_stopped = 0;  // stopped at their idle timeout: their client went away
-  uint64_t lost = 0;          // VMMs that ended on their own after they served
+  uint64_t lost = 0;          // VMMs that ended on their own after they served, or hung
+  uint64_t hung = 0;          // of those, VMMs that stopped answering health checks
   uint64_t refill_errors = 0;
   uint64_t refused = 0;  // acquires answered 429
 };
