@@ -55,6 +55,11 @@ class FakeVsockEndpoint {
     const std::lock_guard lock(mutex_);
     silent_.push_back(path);
   }
+  // Closes the connections held silent: their clients see the end.
+  void close_held() {
+    const std::lock_guard lock(mutex_);
+    held_.clear();
+  }
   // The CONNECT lines received so far.
   std::vector<std::string> lines() const {
     const std::lock_guard lock(mutex_);

@@ -13,7 +13,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
+#include <thread>
 
 #include "tests/support/fake_vm_backend.h"
 #include "tests/support/open_fds.h"
@@ -192,6 +194,38 @@ TEST(ApiServerLoopback, TheApiAnswersOnALoopbackPortTooUntilItStops) {
   EXPECT_EQ(over_unix.at("path"), "/x");
   server->stop();
   EXPECT_EQ(get_over_loopback(port, "/images"), "");  // nobody listens there any more
+}
+
+// A deferred handler answers later, from the loop's thread: its client waits for that
+// answer (even after shutting its sending side), and other clients are served meanwhile.
+TEST(ApiServerDeferred, AnAnswerGivenLaterReachesItsClientWhileOthersAreServed) {
+  test::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
+  const uint16_t port = server->listen_on_loopback(0).value_or(0);
+  ApiServer* raw = server.get();
+  ASSERT_OK(server->serve_deferred([raw](const HttpRequest& r, Responder respond) {
+    if (r.path != "/slow") {
+      respond(HttpResponse::json(nlohmann::json{{"path", r.path}}));
+      return;
+    }
+    auto later = raw->loop().add_timer(std::chrono::milliseconds(500),
+                                       [respond = std::move(respond)]() mutable {
+                                         respond(HttpResponse::json(nlohmann::json{{"late", 1}}));
+                                       });
+    ASSERT_TRUE(later);
+  }));
+  const auto start = std::chrono::steady_clock::now();
+  auto slow = std::async(std::launch::async, [port] { return get_over_loopback(port, "/slow"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ApiClient client(dir.file("api.sock"), std::chrono::seconds(10));
+  ASSERT_OK_AND_ASSIGN(auto fast, client.get("/fast"));
+  EXPECT_EQ(fast.at("path"), "/fast");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(450))
+      << "served while the other request waits";
+  const std::string late = slow.get();
+  EXPECT_THAT(late, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(late, HasSubstr(R"({"late":1})"));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
 }
 
 TEST(ApiServerLoopback, APortInUseIsRefusedSayingSo) {

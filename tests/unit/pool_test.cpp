@@ -93,9 +93,9 @@ class PoolTest : public ::testing::Test {
             .ttl_s = ttl_s};
   }
 
-  // Runs the loop until `done` or 20 s passed.
-  bool run_until(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
+  // Runs the loop until `done` or `within` passed.
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds within = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
     while (!done()) {
       if (std::chrono::steady_clock::now() > deadline) {
         return false;
@@ -109,6 +109,23 @@ class PoolTest : public ::testing::Test {
   }
 
   std::string state_dir() const { return dir_.file("state"); }
+
+  // Starts an exec of `echo hi`; its answer lands in the returned slot.
+  std::shared_ptr<std::optional<PoolResult<nlohmann::json>>> start_exec(Pool& pool,
+                                                                        const std::string& id) {
+    auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
+    ExecCall call;
+    call.request.argv = {"echo", "hi"};
+    pool.exec(id, std::move(call),
+              [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
+    return slot;
+  }
+  // An exec's answer, the loop run until it came.
+  PoolResult<nlohmann::json> exec_now(Pool& pool, const std::string& id) {
+    const auto slot = start_exec(pool, id);
+    EXPECT_TRUE(run_until([&] { return slot->has_value(); }));
+    return slot->value_or(std::unexpected(PoolError{.status = 0, .message = "no answer"}));
+  }
 
   test::TempDir dir_;
   std::unique_ptr<io::EventLoop> loop_;
@@ -183,7 +200,7 @@ TEST_F(PoolTest, ReleaseStopsTheProcessAndRemovesItsFiles) {
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().status, 410);
   EXPECT_THAT(again.error().message, HasSubstr("is gone: it was released"));
-  auto exec = pool->exec(id, ExecCall{});
+  auto exec = exec_now(*pool, id);
   ASSERT_FALSE(exec);
   EXPECT_EQ(exec.error().status, 410);
   auto unknown = pool->release("sb-nobody");
@@ -255,6 +272,59 @@ TEST_F(PoolTest, AHungVmmIsReportedLostKilledAndReplaced) {
   EXPECT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }))
       << "the pool refills";
   EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_hung_total 1"));
+}
+
+// An exec waits on its sandbox's agent on a thread of its own: the pool answers other
+// requests meanwhile, and an exec whose sandbox was released under it says so.
+TEST_F(PoolTest, AnExecRunsWhileThePoolServesOthers) {
+  test::FakeVsockEndpoint endpoint;
+  auto pool =
+      make_pool(std::make_unique<ServingLauncher>(endpoint), PoolOptions{.health_interval = 0ms});
+  ASSERT_TRUE(pool->register_image(image(0, 2)));
+  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  const std::string id = (*acquired)["id"];
+  endpoint.silence((*acquired)["vsock"].get<std::string>());  // the agent never answers
+
+  const auto exec = start_exec(*pool, id);
+  EXPECT_FALSE(run_until([&] { return exec->has_value(); }, 300ms)) << "it waits on the agent";
+  EXPECT_TRUE(pool->keepalive(id));
+  auto other = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  EXPECT_TRUE(other) << "another client is served meanwhile";
+  ASSERT_TRUE(pool->release(id));
+
+  endpoint.close_held();
+  ASSERT_TRUE(run_until([&] { return exec->has_value(); }));
+  ASSERT_FALSE(exec->value());
+  EXPECT_EQ(exec->value().error().status, 410);
+  EXPECT_THAT(exec->value().error().message, HasSubstr("is gone: it was released"));
+}
+
+// An exec the agent breaks off is a 502 and leaves the sandbox in use; while one runs, the
+// idle timeout does not count (the client waits on its answer), and it counts from its end.
+TEST_F(PoolTest, AnExecHoldsOffTheIdleTimeoutAndABrokenOneIsA502) {
+  test::FakeVsockEndpoint endpoint;
+  auto pool =
+      make_pool(std::make_unique<ServingLauncher>(endpoint), PoolOptions{.health_interval = 0ms});
+  ASSERT_TRUE(pool->register_image(image(0, 1)));
+  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt, .idle_timeout_s = 1});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  const std::string id = (*acquired)["id"];
+
+  auto broken = exec_now(*pool, id);  // the endpoint says OK, then closes
+  ASSERT_FALSE(broken);
+  EXPECT_EQ(broken.error().status, 502);
+  EXPECT_THAT(broken.error().message, HasSubstr("exec in sandbox " + id + " failed"));
+
+  endpoint.silence((*acquired)["vsock"].get<std::string>());
+  const auto exec = start_exec(*pool, id);
+  EXPECT_FALSE(run_until([&] { return exec->has_value(); }, 2500ms));
+  EXPECT_EQ(pool->counters().idle_stopped, 0U) << "no idle end while an exec runs";
+  endpoint.close_held();
+  ASSERT_TRUE(run_until([&] { return exec->has_value(); }));
+  EXPECT_EQ(pool->count("base", SandboxState::kInUse), 1U);
+  EXPECT_TRUE(run_until([&] { return pool->counters().idle_stopped == 1; }))
+      << "the idle timeout counts from the exec's end";
 }
 
 TEST_F(PoolTest, TimeToLiveStopsTheSandbox) {

@@ -131,6 +131,13 @@ Result<uint16_t> ApiServer::listen_on_loopback(uint16_t port) {
 }
 
 Status ApiServer::serve(Handler handler) {
+  return serve_deferred(
+      [handler = std::move(handler)](const HttpRequest& request, Responder respond) {
+        respond(handler(request));
+      });
+}
+
+Status ApiServer::serve_deferred(DeferredHandler handler) {
   if (handler_ || stopped_) {
     return fail("the API server serves already, or has stopped");
   }
@@ -222,8 +229,8 @@ void ApiServer::accept_clients(int listener) {
       }
       return;
     }
-    if (connections_.size() >= kMaxConnections) {
-      spdlog::warn("api: {} clients connected already; closing a new one", kMaxConnections);
+    if (connections_.size() >= max_connections_) {
+      spdlog::warn("api: {} clients connected already; closing a new one", max_connections_);
       continue;
     }
     const uint64_t id = next_id_++;
@@ -272,10 +279,27 @@ bool ApiServer::write_to(Connection& c) {
 
 void ApiServer::serve(uint64_t id) {
   const auto it = connections_.find(id);
-  if (it == connections_.end()) {
+  if (it == connections_.end() || it->second.in_serve) {
     return;
   }
-  Connection& c = it->second;
+  it->second.in_serve = true;
+  serve_connection(id, it->second);
+  // It may be gone: closed in there.
+  if (const auto still = connections_.find(id); still != connections_.end()) {
+    still->second.in_serve = false;
+  }
+}
+
+void ApiServer::answer(uint64_t id, const HttpResponse& response) {
+  const auto it = connections_.find(id);
+  if (it == connections_.end()) {
+    return;  // the client went away, or the server stopped
+  }
+  it->second.http->respond(response);
+  serve(id);  // from inside serve() for this connection, that serve() goes on
+}
+
+void ApiServer::serve_connection(uint64_t id, Connection& c) {
   if (!read_from(c)) {
     close_connection(id);
     return;
@@ -288,7 +312,10 @@ void ApiServer::serve(uint64_t id) {
       break;
     }
     spdlog::debug("api: {} {}", request->method_text, request->path);
-    c.http->respond(handler_(*request));
+    handler_(*request, [this, id](const HttpResponse& response) { answer(id, response); });
+    if (c.http->awaiting_response()) {
+      break;  // answered later: answer() serves the connection again
+    }
     if (!write_to(c)) {
       close_connection(id);
       return;
@@ -308,6 +335,14 @@ void ApiServer::serve(uint64_t id) {
   }
   const uint32_t events =
       (c.http->wants_input() ? POLLIN : 0) | (c.http->output().empty() ? 0 : POLLOUT);
+  if (events == 0 && c.http->awaiting_response()) {
+    // The client shut its side and waits for the answer still to come: no watch until then.
+    if (c.events != 0) {
+      static_cast<void>(loop_.remove_watch(c.watch));
+      c.events = 0;
+    }
+    return;
+  }
   if (events == 0) {
     close_connection(id);  // neither side can move: nothing more will happen on it
     return;

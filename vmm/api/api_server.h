@@ -5,7 +5,9 @@
 // The handler runs on that thread. It may block (a snapshot writes the VM's memory): the
 // API then answers nothing else meanwhile, as Firecracker's API thread does. It is never
 // the VM's own event-loop thread, so a handler may wait for work on that loop
-// (Machine::snapshot does) without a deadlock.
+// (Machine::snapshot does) without a deadlock. A deferred handler (serve_deferred) answers
+// through a Responder instead, later if it likes, from the loop's thread: the other
+// connections are served meanwhile, and its own waits for the answer.
 #pragma once
 
 #include <sys/types.h>
@@ -29,7 +31,9 @@ namespace dsec::api {
 class ApiServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
-  // At most this many clients at once; one more is closed as soon as it is accepted.
+  using DeferredHandler = std::function<void(const HttpRequest&, Responder)>;
+  // At most this many clients at once (unless set_max_connections); one more is closed as
+  // soon as it is accepted.
   static constexpr size_t kMaxConnections = 16;
 
   // Creates the socket at `path` (owner-only permissions); clients that connect wait
@@ -52,6 +56,10 @@ class ApiServer {
   // Answers every request with `handler` from now on, on the API thread (launched now if
   // it was not). Once only.
   Status serve(Handler handler);
+  // The same with a handler that answers through its Responder, now or later.
+  Status serve_deferred(DeferredHandler handler);
+  // Before serve().
+  void set_max_connections(size_t max) { max_connections_ = max; }
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
   // stop().
@@ -71,7 +79,8 @@ class ApiServer {
     UniqueFd fd;
     std::unique_ptr<HttpConnection> http;
     io::WatchId watch;
-    uint32_t events = 0;  // what the watch waits for
+    uint32_t events = 0;    // what the watch waits for
+    bool in_serve = false;  // serve() runs for it: an answer given now is sent from there
   };
 
   ApiServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
@@ -82,6 +91,9 @@ class ApiServer {
   // Reads what the client sent, answers every whole request, writes what it can, then
   // watches for what the connection needs next (or closes it).
   void serve(uint64_t id);
+  void serve_connection(uint64_t id, Connection& c);
+  // A deferred handler's answer to connection `id`'s request (gone: dropped).
+  void answer(uint64_t id, const HttpResponse& response);
   bool read_from(Connection& c);
   bool write_to(Connection& c);
   void close_connection(uint64_t id);
@@ -91,8 +103,9 @@ class ApiServer {
   UniqueFd tcp_listener_;  // listen_on_loopback()'s, if any
   ino_t inode_;            // the socket file's, so that stop() removes only our own
   io::EventLoop loop_;
-  Handler handler_;
+  DeferredHandler handler_;
   HttpLimits limits_;
+  size_t max_connections_ = kMaxConnections;
   std::map<uint64_t, Connection> connections_;
   uint64_t next_id_ = 1;
   bool stopped_ = false;

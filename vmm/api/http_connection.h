@@ -58,6 +58,8 @@ class HttpConnection {
 
   // Whether the server should read from the client now.
   bool wants_input() const;
+  // A request was handed out by next_request() and not answered yet.
+  bool awaiting_response() const { return awaiting_response_; }
   // Nothing more to send and nothing more to take: close the socket.
   bool finished() const { return closing_ && output().empty(); }
 

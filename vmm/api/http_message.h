@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -49,5 +50,9 @@ struct HttpResponse {
   // The status line, headers and body, ready for the socket; `close` adds "Connection: close".
   std::string serialize(bool close) const;
 };
+
+// Answers one request, now or later (once), on the thread of the server's event loop. One
+// that is dropped unanswered leaves its client waiting until it hangs up.
+using Responder = std::move_only_function<void(HttpResponse)>;
 
 }  // namespace dsec::api

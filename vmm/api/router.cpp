@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <memory>
+#include <optional>
+
 namespace dsec::api {
 namespace {
 
@@ -41,6 +44,21 @@ bool Router::matches(const Route& route, const std::vector<std::string>& segment
 }
 
 void Router::add(Method method, std::string_view pattern, Handler handler) {
+  add_deferred(method, pattern,
+               [handler = std::move(handler)](
+                   const HttpRequest& request, const std::vector<std::string>& args,
+                   Responder respond) { respond(handler(request, args)); });
+}
+
+HttpResponse Router::route(const HttpRequest& request) const {
+  // Shared: a deferred route may keep its Responder and answer after this returned.
+  auto answer = std::make_shared<std::optional<HttpResponse>>();
+  route(request, [answer](HttpResponse response) { *answer = std::move(response); });
+  return std::move(*answer).value_or(
+      HttpResponse::fault("this route answers later: serve it deferred", 500));
+}
+
+void Router::add_deferred(Method method, std::string_view pattern, DeferredHandler handler) {
   auto segments = split(pattern);
   for (auto& r : routes_) {
     if (r.method == method && r.segments == segments) {
@@ -64,12 +82,13 @@ std::vector<Router::RouteName> Router::routes() const {
   return names;
 }
 
-HttpResponse Router::route(const HttpRequest& request) const {
+void Router::route(const HttpRequest& request, Responder respond) const {
   // A path is exact: "//vm" or "/vm/" is another path than "/vm", as in Firecracker.
   if (request.path.empty() || request.path.front() != '/' ||
       (request.path.size() > 1 && request.path.back() == '/') ||
       request.path.find("//") != std::string::npos) {
-    return HttpResponse::fault(fmt::format("no such resource: {}", request.path), 404);
+    respond(HttpResponse::fault(fmt::format("no such resource: {}", request.path), 404));
+    return;
   }
   const auto segments = split(request.path);
   std::vector<std::string> args;
@@ -79,19 +98,21 @@ HttpResponse Router::route(const HttpRequest& request) const {
       continue;
     }
     if (r.method == request.method) {
-      return r.handler(request, args);
+      r.handler(request, args, std::move(respond));
+      return;
     }
     allowed += allowed.empty() ? "" : ", ";
     allowed += method_name(r.method);
   }
   if (allowed.empty()) {
-    return HttpResponse::fault(fmt::format("no such resource: {}", request.path), 404);
+    respond(HttpResponse::fault(fmt::format("no such resource: {}", request.path), 404));
+    return;
   }
   auto response = HttpResponse::fault(fmt::format("{} {}: method not allowed (allowed: {})",
                                                   request.method_text, request.path, allowed),
                                       405);
   response.headers.emplace_back("Allow", allowed);
-  return response;
+  respond(std::move(response));
 }
 
 }  // namespace dsec::api

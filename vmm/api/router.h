@@ -20,8 +20,17 @@ class Router {
   using Handler =
       std::function<HttpResponse(const HttpRequest& request, const std::vector<std::string>& args)>;
 
+  // One that answers through its Responder, now or later (ApiServer::serve_deferred).
+  using DeferredHandler = std::function<void(
+      const HttpRequest& request, const std::vector<std::string>& args, Responder respond)>;
+
   // Adds a route; a second handler for the same method and pattern replaces the first.
   void add(Method method, std::string_view pattern, Handler handler);
+  void add_deferred(Method method, std::string_view pattern, DeferredHandler handler);
+  // Answers through `respond`: at once, unless the route is a deferred one.
+  void route(const HttpRequest& request, Responder respond) const;
+  // For a router without deferred routes: the answer (500 from a deferred route that did
+  // not answer at once).
   HttpResponse route(const HttpRequest& request) const;
 
   // A route as it was added: its method and its pattern ("/drives/{drive_id}").
@@ -37,7 +46,7 @@ class Router {
   struct Route {
     Method method;
     std::vector<std::string> segments;  // "{...}" is a wildcard
-    Handler handler;
+    DeferredHandler handler;
   };
   static std::vector<std::string> split(std::string_view path);
   static bool matches(const Route& route, const std::vector<std::string>& segments,

@@ -37,6 +37,9 @@ struct PoolOptions {
   std::vector<std::string> restore_args;
 };
 
+// Clients connected at once, and so execs running at once.
+constexpr size_t kMaxClients = 256;
+
 Result<std::string> own_binary() {
   std::array<char, PATH_MAX> path{};
   const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size() - 1);
@@ -111,8 +114,12 @@ int run_pool(const PoolOptions& options) {
   // Before serve(): the loop does not run yet, so its watches and timers may be set here.
   pool.recover();
   const auto router = std::make_shared<api::Router>(pool::pool_router(pool));
-  if (auto serving = (*server)->serve(
-          [router](const api::HttpRequest& request) { return router->route(request); });
+  // Each client holds at most one request; an exec runs on a thread of its own meanwhile.
+  (*server)->set_max_connections(kMaxClients);
+  if (auto serving = (*server)->serve_deferred(
+          [router](const api::HttpRequest& request, api::Responder respond) {
+            router->route(request, std::move(respond));
+          });
       !serving) {
     return fail_with(serving.error());
   }
@@ -141,8 +148,9 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
       "images and a record per sandbox in --state-dir, and a daemon started again after a "
       "crash adopts the VMMs that still run. SIGTERM or SIGINT stops every VMM and removes "
       "the socket and every file the daemon made (the state directory is left empty). "
-      "Requests are answered one at a time: an exec or an acquire that restores a clone on "
-      "the spot holds the others until it ends. The daemon runs without a seccomp filter; "
+      "An exec runs on a thread of its own while other requests are served (up to 256 "
+      "clients at once); an acquire that restores a clone on the spot holds the others until "
+      "the clone serves. The daemon runs without a seccomp filter; "
       "its VMMs have theirs (--seccomp, on by default).");
   pool->add_option("--state-dir", options->state_dir,
                    "The daemon's directory: images.json, and each sandbox's record, vsock "

@@ -393,16 +393,58 @@ PoolResult<void> Pool::release(const std::string& id) {
   return {};
 }
 
-PoolResult<nlohmann::json> Pool::exec(const std::string& id, const ExecCall& call) {
-  Sandbox* s = DSEC_TRY(in_use(id));
-  auto outcome = exec_in_sandbox(s->record.files.vsock, call);
-  // After the exec: one longer than the idle timeout is no sign of a client gone.
-  s->last_request = Clock::now();
-  if (!outcome) {
-    return std::unexpected(
-        error(502, "exec in sandbox " + id + " failed: " + outcome.error().message()));
+void Pool::exec(const std::string& id, ExecCall call, ExecAnswer answer) {
+  auto sandbox = in_use(id);
+  if (!sandbox) {
+    answer(std::unexpected(sandbox.error()));
+    return;
   }
-  return exec_outcome_json(*outcome);
+  Sandbox& s = **sandbox;
+  auto outcome = std::make_shared<Result<ExecOutcome>>(fail("the exec did not run"));
+  // Shared: the task's completion answers, or this does when the task cannot start.
+  auto reply = std::make_shared<ExecAnswer>(std::move(answer));
+  const uint64_t key = next_exec_++;
+  auto task = BackgroundTask::start(
+      loop_,
+      [outcome, vsock = s.record.files.vsock, call = std::move(call)] {
+        *outcome = exec_in_sandbox(vsock, call);
+      },
+      [this, key, id, outcome, reply] {
+        // This runs inside the task's own completion: it goes when this returns.
+        const auto finished = std::move(execs_.at(key));
+        execs_.erase(key);
+        on_exec_done(id, std::move(*outcome), std::move(*reply));
+      });
+  if (!task) {
+    (*reply)(std::unexpected(error(503, "cannot run the exec: " + task.error().message())));
+    return;
+  }
+  execs_.emplace(key, std::move(*task));
+  ++s.execs_running;
+  s.last_request = Clock::now();
+  arm_lease(s);  // no idle end while it runs
+}
+
+void Pool::on_exec_done(const std::string& id, Result<ExecOutcome> outcome, ExecAnswer answer) {
+  const auto it = sandboxes_.find(id);
+  Sandbox* s = it == sandboxes_.end() ? nullptr : it->second.get();
+  if (s != nullptr) {
+    --s->execs_running;
+    // After the exec: one longer than the idle timeout is no sign of a client gone.
+    s->last_request = Clock::now();
+  }
+  const bool in_use = s != nullptr && s->record.state == SandboxState::kInUse;
+  if (in_use) {
+    arm_lease(*s);
+  }
+  if (!outcome) {
+    // A sandbox released, expired or lost meanwhile says so rather than how the exec broke.
+    answer(std::unexpected(
+        in_use ? error(502, "exec in sandbox " + id + " failed: " + outcome.error().message())
+               : gone(id)));
+    return;
+  }
+  answer(exec_outcome_json(*outcome));
 }
 
 PoolResult<void> Pool::keepalive(const std::string& id) {
@@ -574,7 +616,7 @@ void Pool::arm_lease(Sandbox& sandbox) {
   if (sandbox.record.expires_at_ms > 0) {
     next = std::chrono::milliseconds(sandbox.record.expires_at_ms - wall_ms_now());
   }
-  if (sandbox.record.idle_timeout_ms > 0) {
+  if (sandbox.record.idle_timeout_ms > 0 && sandbox.execs_running == 0) {
     const nanoseconds idle_end = sandbox.last_request +
                                  std::chrono::milliseconds(sandbox.record.idle_timeout_ms) -
                                  Clock::now();
@@ -601,7 +643,7 @@ void Pool::on_lease_end(const std::string& id) {
     return;
   }
   const auto idle = std::chrono::milliseconds(s.record.idle_timeout_ms);
-  if (idle.count() > 0 && Clock::now() - s.last_request >= idle) {
+  if (idle.count() > 0 && s.execs_running == 0 && Clock::now() - s.last_request >= idle) {
     ++counters_.idle_stopped;
     spdlog::info("pool: {}: no request for {} ms (its idle timeout): its client went away", id,
                  idle.count());
@@ -704,6 +746,7 @@ void Pool::shutdown() {
   }
   images_.clear();  // nothing refills from here on
   if (sandboxes_.empty()) {
+    execs_.clear();  // any left were in sandboxes that ended: they end too
     state_.remove_own_files();
     return;
   }
@@ -731,6 +774,8 @@ void Pool::shutdown() {
     }
   }
   wait_all(options_.stop_grace);
+  // Their VMMs are gone: the execs' connections broke, and their threads end.
+  execs_.clear();
   std::vector<std::string> ids;
   for (auto& [id, s] : sandboxes_) {
     (void)reap_pidfd(s->pidfd.get());

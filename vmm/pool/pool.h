@@ -14,7 +14,9 @@
 // reported lost, killed, and replaced.
 // An acquired sandbox holds a lease: its time to live, and its idle timeout, which every
 // request that names it (GET, exec, keepalive) renews; a client that went away stops
-// renewing, and the sandbox is stopped.
+// renewing, and the sandbox is stopped. An exec runs on a thread of its own
+// (background_task.h) while the loop serves other requests; the idle timeout waits while
+// one runs.
 //
 // The daemon keeps a record of each sandbox in its state directory (state_records.h), so
 // that a daemon started again adopts the VMMs that still run (recover()).
@@ -24,6 +26,7 @@
 #include <cstdint>
 #include <deque>
 #include <expected>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -32,9 +35,11 @@
 
 #include "vmm/common/unique_fd.h"
 #include "vmm/io/event_loop.h"
+#include "vmm/pool/background_task.h"
 #include "vmm/pool/health_check.h"
 #include "vmm/pool/pool_metrics.h"
 #include "vmm/pool/pool_requests.h"
+#include "vmm/pool/sandbox_exec.h"
 #include "vmm/pool/state_records.h"
 #include "vmm/pool/vmm_launcher.h"
 
@@ -81,7 +86,10 @@ class Pool {
 
   PoolResult<nlohmann::json> acquire(const AcquireRequest& request);
   PoolResult<void> release(const std::string& id);
-  PoolResult<nlohmann::json> exec(const std::string& id, const ExecCall& call);
+  using ExecAnswer = std::move_only_function<void(PoolResult<nlohmann::json>)>;
+  // Runs `call` in sandbox `id` on a thread of its own; `answer` runs on the loop's thread
+  // with the outcome (at once when the pool refuses the request).
+  void exec(const std::string& id, ExecCall call, ExecAnswer answer);
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
   PoolResult<void> keepalive(const std::string& id);
   PoolResult<nlohmann::json> sandbox_json(const std::string& id);
@@ -111,7 +119,8 @@ class Pool {
     Clock::time_point launched;
     Clock::time_point last_request;       // acquired: the last request that named it
     std::unique_ptr<HealthCheck> health;  // the check in flight
-    uint32_t failed_checks = 0;           // in a row
+    uint32_t execs_running = 0;
+    uint32_t failed_checks = 0;  // in a row
   };
   // How a sandbox that is gone ended, for the client that asks about it later.
   struct Ended {
@@ -150,6 +159,7 @@ class Pool {
   void check_health();
   void schedule_health_checks();
   void on_health(const std::string& id, HealthVerdict verdict);
+  void on_exec_done(const std::string& id, Result<ExecOutcome> outcome, ExecAnswer answer);
   void remember_end(const std::string& id, int status, std::string why);
   PoolResult<Sandbox*> in_use(const std::string& id);
   PoolError gone(const std::string& id) const;
@@ -168,6 +178,8 @@ class Pool {
   LatencyHistogram restore_latency_;
   std::optional<io::TimerId> refill_timer_;
   std::optional<io::TimerId> health_timer_;
+  std::map<uint64_t, std::unique_ptr<BackgroundTask>> execs_;  // running, by a key of their own
+  uint64_t next_exec_ = 1;
 };
 
 }  // namespace dsec::pool

@@ -54,14 +54,19 @@ api::Router pool_router(Pool& pool) {
   router.add(Method::kDelete, "/sandboxes/{id}", [&pool](const HttpRequest&, const Args& args) {
     return answer(pool.release(args[0]));
   });
-  router.add(Method::kPost, "/sandboxes/{id}/exec",
-             [&pool](const HttpRequest& request, const Args& args) {
-               auto call = parse_exec(request.body);
-               if (!call) {
-                 return bad_body(call.error());
-               }
-               return answer(pool.exec(args[0], *call));
-             });
+  router.add_deferred(
+      Method::kPost, "/sandboxes/{id}/exec",
+      [&pool](const HttpRequest& request, const Args& args, api::Responder respond) {
+        auto call = parse_exec(request.body);
+        if (!call) {
+          respond(bad_body(call.error()));
+          return;
+        }
+        pool.exec(args[0], std::move(*call),
+                  [respond = std::move(respond)](PoolResult<nlohmann::json> outcome) mutable {
+                    respond(answer(outcome));
+                  });
+      });
   router.add(
       Method::kPost, "/sandboxes/{id}/keepalive",
       [&pool](const HttpRequest&, const Args& args) { return answer(pool.keepalive(args[0])); });
