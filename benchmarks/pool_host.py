@@ -236,6 +236,16 @@ def losses(log_path):
     return guest, other
 
 
+# How the daemon logs a clone that never served (vmm/pool/pool.cpp): its VMM ended first,
+# or its ready timeout passed.
+START_FAILED_LINE = re.compile(r"pool: (sb-[0-9a-f-]+) (failed to start: its VMM [^;\n]+|did not serve within \d+ ms)")
+
+
+def start_failures(log_path):
+    """The clones the daemon's log reports never serving (its refill errors): {id: why}."""
+    return dict(START_FAILED_LINE.findall(Path(log_path).read_text(errors="replace")))
+
+
 def metric(pool, name):
     """A counter of GET /metrics, summed over its labels."""
     pool.http.request("GET", "/metrics")
