@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
 json=$build/pool-bench-test.json png=$build/pool-bench-test.png
 rm -f "$json" "$png"
 
-expect bench-runs 0 "clones per CPU-second (per core)" -- timeout 240 "$bench" --seconds 10 --ready 2 \
+expect bench-runs 0 "clones per CPU-second (per core)" -- timeout 400 "$bench" --seconds 10 --ready 2 \
   --warm 3 --empty 2 --hold 4 --restores 1 --build-dir "$build" --out "$json" --plot "$png"
 expect bench-figures 0 "figures: ok" -- /usr/bin/python3 -c '
 import json, math, sys
