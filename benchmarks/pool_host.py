@@ -1,20 +1,23 @@
-"""The host's side of the benchmarks that drive a `dsec-vmm pool` daemon (pool-soak,
-pool-bench): the daemon started on a state directory and socket of its own, a client of its
-HTTP/JSON API over that Unix socket, and the daemon's own figures (open fds, child
-processes, threads, RSS, CPU time) read from /proc.
+"""The host's side of the benchmarks that drive a `dsec-vmm pool` daemon (pool-soak, pool):
+the daemon started on a state directory and socket of its own, a client of its HTTP/JSON
+API over that Unix socket, acquire/exec/release cycles that tell a sandbox lost to its
+guest's crash from a failure, the peer's `dsec-vmm restore` by hand, and the daemon's own
+figures (open fds, child processes, threads, RSS, CPU time) read from /proc.
 """
 
 import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from sandbox_host import CMDLINE
+import sandbox_host as host
 
 # A restore in the emulated test bed takes seconds, and requests wait on it; an exec ends in
 # the guest within 60 s (its default timeout_ms).
@@ -140,6 +143,22 @@ def children(pid):
     return found
 
 
+def pool_cpu_seconds(pid):
+    """CPU time (user + system) of the daemon `pid` and its VMMs, in seconds: its own, its
+    ended VMMs' (reaped by the daemon, they count in its cutime and cstime) and each live
+    VMM's. Read again when a VMM was reaped meanwhile, which would count it twice or not at all."""
+    while True:
+        own = host.cpu_seconds(pid)
+        live = 0.0
+        for vmm in children(pid):
+            try:
+                live += host.cpu_seconds(vmm)
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # ended since: the daemon's cutime changes when it reaps it
+        if host.cpu_seconds(pid) == own:
+            return own + live
+
+
 def daemon_figures(pid):
     status = Path(f"/proc/{pid}/status").read_text()
     rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
@@ -155,11 +174,32 @@ def percentiles(values):
     return [s[min(len(s) - 1, max(0, -(-len(s) * p // 100) - 1))] for p in (50, 90, 99)]
 
 
+def run_staged(build_dir, name, run):
+    """What both pool benchmarks start with: checks that dsec-vmm sandboxes can run here
+    (else exit 2), stages dsec-vmm and the default image's kernel and initramfs in a fresh
+    directory on a local tmpfs, and exits with run(work, probe, staged)'s status once the
+    directory is removed. On a tmpfs because Unix sockets cannot be bound on the test bed's
+    9p /tmp, and because the snapshot's memory file is then in the page cache, as on a
+    pool's host."""
+    vmm, probe, image = build_dir / "vmm/dsec-vmm", build_dir / "benchmarks/sandbox_probe", host.DEFAULT_IMAGE
+    problem = host.setup_problem(vmm, probe, image)
+    if problem:
+        print(f"{name}: {problem}", file=sys.stderr)
+        sys.exit(2)
+    work = host.local_work_dir(name + "-")
+    try:
+        code = run(work, probe, host.stage(work, {"dsec-vmm": vmm, "kernel": image / "kernel",
+                                                   "initrd": image / "initrd"}))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    sys.exit(code)
+
+
 def warm(staged, work, vcpus, memory):
     """A warm image of the default image in WORK/warm, made with the staged dsec-vmm."""
     snap = work / "warm"
     res = subprocess.run([str(staged["dsec-vmm"]), "warm", "--out", str(snap), "--kernel", str(staged["kernel"]),
-                          "--initrd", str(staged["initrd"]), "--cmdline", CMDLINE, "--console", "/dev/null",
+                          "--initrd", str(staged["initrd"]), "--cmdline", host.CMDLINE, "--console", "/dev/null",
                           "--vcpus", str(vcpus), "--memory", str(memory)],
                          capture_output=True, text=True, timeout=600)
     if res.returncode != 0:
@@ -196,6 +236,16 @@ def losses(log_path):
     return guest, other
 
 
+# How the daemon logs a clone that never served (vmm/pool/pool.cpp): its VMM ended first,
+# or its ready timeout passed.
+START_FAILED_LINE = re.compile(r"pool: (sb-[0-9a-f-]+) (failed to start: its VMM [^;\n]+|did not serve within \d+ ms)")
+
+
+def start_failures(log_path):
+    """The clones the daemon's log reports never serving (its refill errors): {id: why}."""
+    return dict(START_FAILED_LINE.findall(Path(log_path).read_text(errors="replace")))
+
+
 def metric(pool, name):
     """A counter of GET /metrics, summed over its labels."""
     pool.http.request("GET", "/metrics")
@@ -203,3 +253,69 @@ def metric(pool, name):
     text = reply.read().decode()
     return sum(float(line.split()[-1]) for line in text.splitlines()
                if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"))
+
+
+def run_checked(pool, sandbox_id, argv, stdout, what):
+    """Runs `argv` in an acquired sandbox through the pool; checks that it exited 0 and
+    printed `stdout`. Returns its ms; raises GuestLost when the guest crashed meanwhile."""
+    t0 = time.monotonic_ns()
+    status, out = pool.request("POST", f"/sandboxes/{sandbox_id}/exec", {"argv": argv})
+    ms = (time.monotonic_ns() - t0) / 1e6
+    if status != 200 or out["exit"] != {"kind": "exited", "code": 0} or out["stdout"] != stdout:
+        # Its log goes with the sandbox's other files: read it before the pool removes them.
+        vmm_log = tail(pool.state_dir / "sandboxes" / (sandbox_id + ".log"))
+        why = lost_reason(pool, sandbox_id)
+        if why:
+            raise GuestLost(f"{what}: {sandbox_id} {why.splitlines()[0]}")
+        raise RuntimeError(f"{what}: `{' '.join(argv)}` in {sandbox_id} gave {status} {out}; its VMM's log "
+                           f"ends:\n{vmm_log}")
+    return ms
+
+
+def release(pool, sandbox_id, what):
+    """DELETE /sandboxes/ID; raises GuestLost when the guest had crashed before."""
+    status, out = pool.request("DELETE", f"/sandboxes/{sandbox_id}")
+    if status != 204:
+        why = lost_reason(pool, sandbox_id)
+        if why:
+            raise GuestLost(f"{what}: {sandbox_id} {why.splitlines()[0]}")
+        raise RuntimeError(f"DELETE /sandboxes/{sandbox_id}: {status} {out}, expected 204")
+
+
+def cycle(pool, image, i):
+    """One acquire, `echo i` and release; (acquire ms, exec ms)."""
+    t0 = time.monotonic_ns()
+    sandbox = pool.expect(201, "POST", "/sandboxes", {"image": image})
+    acquire_ms = (time.monotonic_ns() - t0) / 1e6
+    exec_ms = run_checked(pool, sandbox["id"], ["echo", str(i)], f"{i}\n", f"cycle {i}")
+    release(pool, sandbox["id"], f"cycle {i}")
+    return acquire_ms, exec_ms
+
+
+def hand_restore(vmm, snap, probe, work, n):
+    """The peer: `dsec-vmm restore` started by hand, a fresh process, until its agent's first
+    answer. Returns {"ms": from its start, "cpu_s": its process group's CPU time by then}."""
+    vm, t0 = host.start([str(vmm), "restore", str(snap), "--vsock", str(work / f"hand-{n}.vsock")],
+                        work / f"hand-{n}.log")
+    try:
+        ms = host.wait_ready(probe, t0, uds=work / f"hand-{n}.vsock", wait_s=POOL_DEADLINE_S)
+        return {"ms": ms, "cpu_s": host.group_cpu_seconds(vm.pid)}
+    finally:
+        host.stop(vm)
+
+
+def empty_pool_acquires(pool, snap, n, log):
+    """`n` acquire/exec/release cycles of an image "empty" on `snap` that keeps no ready
+    clone, so that each acquire restores one on the spot. Returns each measured cycle's
+    (monotonic time of its start, acquire ms); a sandbox lost to its guest's crash is
+    logged and not measured."""
+    pool.expect(200, "PUT", "/images/empty", {"snapshot_dir": str(snap), "ready": 0, "max": 1})
+    measured = []
+    for i in range(n):
+        start = time.monotonic()
+        try:
+            measured.append((start, cycle(pool, "empty", i)[0]))
+        except GuestLost as e:
+            log(f"{e}: the pool reported it lost; not measured")
+        pool.at_rest()  # the released clone ended: the next acquire restores one
+    return measured

@@ -1,7 +1,8 @@
 """The host's side of the benchmarks that start dsec-vmm sandboxes and wait for their guest
-agent (restore-vs-qemu, isolation-cost, image-memory): starting and stopping a VMM's
-process group, waiting for the agent through build/benchmarks/sandbox_probe, a sandbox's
-CPU time and memory read from /proc, staging files on a local tmpfs, and medians.
+agent (restore-vs-qemu, isolation-cost, image-memory, pool-soak, pool): starting and
+stopping a VMM's process group, waiting for the agent through build/benchmarks/sandbox_probe,
+a sandbox's CPU time and memory and the host's memory read from /proc, staging files on a
+local tmpfs, and medians.
 
 A sandbox is a process group of its own (a jailed VMM is two processes: the supervisor and
 the VMM in its pid namespace), so its figures are summed over the group.
@@ -115,6 +116,16 @@ def memory_kib(pid):
         elif key in ("Private_Clean", "Private_Dirty"):
             mem["uss"] += int(rest.split()[0])
     return mem
+
+
+def meminfo_kib():
+    """/proc/meminfo's fields, in KiB."""
+    fields = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            fields[key] = int(rest.split()[0])
+    return fields
 
 
 def group_cpu_seconds(pgid):
