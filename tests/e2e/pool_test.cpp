@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -257,6 +258,42 @@ TEST(Pool, AHungVmmIsReportedLostKilledAndReplaced) {
   EXPECT_FALSE(process_exists(pid)) << "killed and reaped";
   EXPECT_TRUE(eventually([&] { return daemon.count("ready") == 1; })) << "refilled\n"
                                                                       << daemon.log();
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
+}
+
+// An exec runs on a thread of the daemon's own: a long one holds neither the daemon's other
+// clients nor its other sandboxes.
+TEST(Pool, ALongExecHoldsNoOtherRequest) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.register_image(image, {{"ready", 1}, {"max", 2}}));
+  const auto first = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  ASSERT_EQ(first.status, 201) << first.body;
+  const std::string slow_id = json::parse(first.body)["id"];
+  auto slow = std::async(std::launch::async, [&] {
+    return daemon.request("POST", "/sandboxes/" + slow_id + "/exec",
+                          R"({"argv": ["sleep", "10"]})");
+  });
+  std::this_thread::sleep_for(1s);
+
+  EXPECT_EQ(daemon.request("GET", "/images").status, 200);
+  ASSERT_TRUE(eventually([&] { return daemon.count("ready") == 1; })) << daemon.log();
+  const auto second = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  ASSERT_EQ(second.status, 201) << second.body;
+  const std::string id = json::parse(second.body)["id"];
+  const auto echo =
+      daemon.request("POST", "/sandboxes/" + id + "/exec", R"({"argv": ["echo", "meanwhile"]})");
+  EXPECT_EQ(echo.status, 200) << echo.body;
+  EXPECT_EQ(json::parse(echo.body).value("stdout", ""), "meanwhile\n");
+  EXPECT_EQ(slow.wait_for(0s), std::future_status::timeout)
+      << "the other client was served while the long exec ran";
+
+  const auto slept = slow.get();
+  ASSERT_EQ(slept.status, 200) << slept.body;
+  EXPECT_EQ(json::parse(slept.body)["exit"], json({{"kind", "exited"}, {"code", 0}}));
   EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
 }
 

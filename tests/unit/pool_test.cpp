@@ -110,9 +110,24 @@ class PoolTest : public ::testing::Test {
 
   std::string state_dir() const { return dir_.file("state"); }
 
+  using Slot = std::shared_ptr<std::optional<PoolResult<nlohmann::json>>>;
+  // Starts an acquire; its answer lands in the returned slot.
+  Slot start_acquire(Pool& pool, const AcquireRequest& request) {
+    auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
+    pool.acquire(request, [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
+    return slot;
+  }
+  // An acquire's answer, the loop run until it came.
+  PoolResult<nlohmann::json> acquire_now(Pool& pool, const AcquireRequest& request) {
+    return wait_for(start_acquire(pool, request));
+  }
+  PoolResult<nlohmann::json> wait_for(const Slot& slot) {
+    EXPECT_TRUE(run_until([&] { return slot->has_value(); }));
+    return slot->value_or(std::unexpected(PoolError{.status = 0, .message = "no answer"}));
+  }
+
   // Starts an exec of `echo hi`; its answer lands in the returned slot.
-  std::shared_ptr<std::optional<PoolResult<nlohmann::json>>> start_exec(Pool& pool,
-                                                                        const std::string& id) {
+  Slot start_exec(Pool& pool, const std::string& id) {
     auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
     ExecCall call;
     call.request.argv = {"echo", "hi"};
@@ -122,9 +137,7 @@ class PoolTest : public ::testing::Test {
   }
   // An exec's answer, the loop run until it came.
   PoolResult<nlohmann::json> exec_now(Pool& pool, const std::string& id) {
-    const auto slot = start_exec(pool, id);
-    EXPECT_TRUE(run_until([&] { return slot->has_value(); }));
-    return slot->value_or(std::unexpected(PoolError{.status = 0, .message = "no answer"}));
+    return wait_for(start_exec(pool, id));
   }
 
   test::TempDir dir_;
@@ -136,7 +149,7 @@ TEST_F(PoolTest, KeepsReadyClonesAndRefillsAfterAnAcquire) {
   ASSERT_TRUE(pool->register_image(image(2, 3)));
   ASSERT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 2; }));
 
-  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_TRUE(acquired) << acquired.error().message;
   EXPECT_EQ((*acquired)["state"], "in_use");
   EXPECT_THAT((*acquired)["vsock"].get<std::string>(), HasSubstr(state_dir() + "/sandboxes/"));
@@ -151,27 +164,47 @@ TEST_F(PoolTest, KeepsReadyClonesAndRefillsAfterAnAcquire) {
 TEST_F(PoolTest, AnEmptyPoolStartsOneOnTheSpotAndRefusesPastItsMax) {
   auto pool = make_pool(kServes);
   ASSERT_TRUE(pool->register_image(image(0, 1)));
-  auto first = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto first = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_TRUE(first) << first.error().message;
   EXPECT_EQ((*first)["state"], "in_use");
 
-  auto second = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto second = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_FALSE(second);
   EXPECT_EQ(second.error().status, 429);
   EXPECT_THAT(second.error().message,
               HasSubstr("image base has its maximum of 1 clones (1 in use"));
   EXPECT_EQ(pool->counters().refused, 1U);
 
-  auto unknown = pool->acquire({.image = "other", .ttl_s = std::nullopt});
+  auto unknown = acquire_now(*pool, {.image = "other", .ttl_s = std::nullopt});
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().status, 404);
   EXPECT_THAT(unknown.error().message, HasSubstr("no image 'other' is registered"));
 }
 
+// An acquire from an empty pool waits for a clone restored for it without holding the
+// loop: acquires that come meanwhile each get a clone of their own, first come first served.
+TEST_F(PoolTest, AcquiresFromAnEmptyPoolWaitWithoutHoldingThePool) {
+  auto pool = make_pool("sleep 0.5; echo ready >&3; exec sleep 600");
+  ASSERT_TRUE(pool->register_image(image(0, 2)));
+  const auto first = start_acquire(*pool, {.image = "base", .ttl_s = std::nullopt});
+  const auto second = start_acquire(*pool, {.image = "base", .ttl_s = std::nullopt});
+  EXPECT_FALSE(first->has_value()) << "it waits on the loop, not in the call";
+  EXPECT_EQ(pool->count("base", SandboxState::kStarting), 2U) << "one clone for each";
+  const auto third = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.error().status, 429) << "past the image's max of 2";
+
+  const auto a = wait_for(first);
+  const auto b = wait_for(second);
+  ASSERT_TRUE(a && b);
+  EXPECT_NE((*a)["id"], (*b)["id"]);
+  EXPECT_EQ(pool->count("base", SandboxState::kInUse), 2U);
+}
+
 TEST_F(PoolTest, HostMemoryPastTheRatioIsRefused) {
   auto pool = make_pool(kServes, PoolOptions{.max_memory_ratio = 0.0001});
   ASSERT_TRUE(pool->register_image(image(0, 4)));
-  auto refused = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto refused = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().status, 429);
   EXPECT_THAT(refused.error().message, HasSubstr("past the pool's limit of 0%"));
@@ -180,7 +213,7 @@ TEST_F(PoolTest, HostMemoryPastTheRatioIsRefused) {
 TEST_F(PoolTest, ReleaseStopsTheProcessAndRemovesItsFiles) {
   auto pool = make_pool(kServes);
   ASSERT_TRUE(pool->register_image(image(0, 2)));
-  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_TRUE(acquired) << acquired.error().message;
   const std::string id = (*acquired)["id"];
   const pid_t pid = (*acquired)["pid"];
@@ -223,7 +256,7 @@ TEST_F(PoolTest, AReadyCloneIsNotReleasable) {
 TEST_F(PoolTest, AKilledVmmIsReportedLostWithItsLogAndReplaced) {
   auto pool = make_pool(kServes);
   ASSERT_TRUE(pool->register_image(image(1, 2)));
-  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_TRUE(acquired) << acquired.error().message;
   const std::string id = (*acquired)["id"];
   ASSERT_EQ(::kill((*acquired)["pid"].get<pid_t>(), SIGKILL), 0);
@@ -248,7 +281,7 @@ TEST_F(PoolTest, AHungVmmIsReportedLostKilledAndReplaced) {
       std::make_unique<ServingLauncher>(endpoint),
       PoolOptions{.health_interval = 100ms, .health_timeout = 200ms, .health_failures = 2});
   ASSERT_TRUE(pool->register_image(image(1, 2)));
-  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_TRUE(acquired) << acquired.error().message;
   const std::string id = (*acquired)["id"];
   const auto pid = (*acquired)["pid"].get<pid_t>();
@@ -281,7 +314,7 @@ TEST_F(PoolTest, AnExecRunsWhileThePoolServesOthers) {
   auto pool =
       make_pool(std::make_unique<ServingLauncher>(endpoint), PoolOptions{.health_interval = 0ms});
   ASSERT_TRUE(pool->register_image(image(0, 2)));
-  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_TRUE(acquired) << acquired.error().message;
   const std::string id = (*acquired)["id"];
   endpoint.silence((*acquired)["vsock"].get<std::string>());  // the agent never answers
@@ -289,7 +322,7 @@ TEST_F(PoolTest, AnExecRunsWhileThePoolServesOthers) {
   const auto exec = start_exec(*pool, id);
   EXPECT_FALSE(run_until([&] { return exec->has_value(); }, 300ms)) << "it waits on the agent";
   EXPECT_TRUE(pool->keepalive(id));
-  auto other = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto other = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   EXPECT_TRUE(other) << "another client is served meanwhile";
   ASSERT_TRUE(pool->release(id));
 
@@ -307,7 +340,7 @@ TEST_F(PoolTest, AnExecHoldsOffTheIdleTimeoutAndABrokenOneIsA502) {
   auto pool =
       make_pool(std::make_unique<ServingLauncher>(endpoint), PoolOptions{.health_interval = 0ms});
   ASSERT_TRUE(pool->register_image(image(0, 1)));
-  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt, .idle_timeout_s = 1});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt, .idle_timeout_s = 1});
   ASSERT_TRUE(acquired) << acquired.error().message;
   const std::string id = (*acquired)["id"];
 
@@ -330,7 +363,7 @@ TEST_F(PoolTest, AnExecHoldsOffTheIdleTimeoutAndABrokenOneIsA502) {
 TEST_F(PoolTest, TimeToLiveStopsTheSandbox) {
   auto pool = make_pool(kServes);
   ASSERT_TRUE(pool->register_image(image(0, 1, /*ttl_s=*/60)));
-  auto acquired = pool->acquire({.image = "base", .ttl_s = 1});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = 1});
   ASSERT_TRUE(acquired) << acquired.error().message;
   const std::string id = (*acquired)["id"];
   EXPECT_LE((*acquired)["expires_in_ms"].get<int64_t>(), 1000) << "the request's ttl wins";
@@ -344,7 +377,7 @@ TEST_F(PoolTest, TimeToLiveStopsTheSandbox) {
 TEST_F(PoolTest, AnIdleTimeoutStopsASandboxOnlyOnceItsClientStopsAsking) {
   auto pool = make_pool(kServes);
   ASSERT_TRUE(pool->register_image(image(0, 1)));
-  auto acquired = pool->acquire({.image = "base", .idle_timeout_s = 2});
+  auto acquired = acquire_now(*pool, {.image = "base", .idle_timeout_s = 2});
   ASSERT_TRUE(acquired) << acquired.error().message;
   const std::string id = (*acquired)["id"];
   EXPECT_EQ((*acquired)["idle_timeout_ms"], 2000);
@@ -381,7 +414,7 @@ TEST_F(PoolTest, TheImagesIdleTimeoutAppliesAndAnEarlierTimeToLiveWins) {
   ImageSpec spec = image(0, 2);
   spec.idle_timeout_s = 60;
   ASSERT_TRUE(pool->register_image(spec));
-  auto acquired = pool->acquire({.image = "base", .ttl_s = 1});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = 1});
   ASSERT_TRUE(acquired) << acquired.error().message;
   EXPECT_EQ((*acquired)["idle_timeout_ms"], 60000);
   ASSERT_TRUE(run_until([&] { return pool->counters().expired == 1; }));
@@ -391,7 +424,7 @@ TEST_F(PoolTest, TheImagesIdleTimeoutAppliesAndAnEarlierTimeToLiveWins) {
 TEST_F(PoolTest, AVmmThatFailsToStartCountsARefillError) {
   auto pool = make_pool("echo 'dsec-vmm restore: no KVM here' >&2; exit 3");
   ASSERT_TRUE(pool->register_image(image(0, 1)));
-  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_FALSE(acquired);
   EXPECT_EQ(acquired.error().status, 503);
   EXPECT_GE(pool->counters().refill_errors, 1U);
@@ -403,7 +436,7 @@ TEST_F(PoolTest, ShutdownStopsEveryProcessAndLeavesNoFile) {
   auto pool = make_pool(kServes);
   ASSERT_TRUE(pool->register_image(image(2, 3)));
   ASSERT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 2; }));
-  auto acquired = pool->acquire({.image = "base", .ttl_s = std::nullopt});
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_TRUE(acquired) << acquired.error().message;
   std::vector<pid_t> pids;
   for (const auto& s : pool->sandboxes_json()["sandboxes"]) {

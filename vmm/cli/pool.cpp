@@ -148,9 +148,9 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
       "images and a record per sandbox in --state-dir, and a daemon started again after a "
       "crash adopts the VMMs that still run. SIGTERM or SIGINT stops every VMM and removes "
       "the socket and every file the daemon made (the state directory is left empty). "
-      "An exec runs on a thread of its own while other requests are served (up to 256 "
-      "clients at once); an acquire that restores a clone on the spot holds the others until "
-      "the clone serves. The daemon runs without a seccomp filter; "
+      "No request holds the others: an exec runs on a thread of its own, and an acquire "
+      "from an empty pool waits on the event loop for a clone restored for it (up to 256 "
+      "clients at once). The daemon runs without a seccomp filter; "
       "its VMMs have theirs (--seccomp, on by default).");
   pool->add_option("--state-dir", options->state_dir,
                    "The daemon's directory: images.json, and each sandbox's record, vsock "

@@ -217,6 +217,8 @@ void Pool::on_ready_readable(const std::string& id) {
     s.record.state = SandboxState::kReady;
     persist(s);
     spdlog::info("pool: {} ready", id);
+    serve_waiter(s);
+    refill();
     return;
   }
   if (n < 0 && errno == EINTR) {
@@ -228,7 +230,9 @@ void Pool::on_ready_readable(const std::string& id) {
   // line is a VMM that does not speak the protocol.
   if (n > 0) {
     ++counters_.refill_errors;
+    const std::string image = s.record.image;
     stop(s, "its VMM wrote something other than the ready line", 410);
+    on_start_failed(image);
   }
 }
 
@@ -252,14 +256,18 @@ void Pool::on_exit(const std::string& id) {
     case SandboxState::kStopping:
       spdlog::info("pool: {} stopped ({})", id, how);
       break;
-    case SandboxState::kStarting:
+    case SandboxState::kStarting: {
       ++counters_.refill_errors;
       remember_end(id, 410, "its VMM " + how + " before it served; its log ended:\n" + tail);
       spdlog::warn("pool: {} failed to start: its VMM {}; its log ended:\n{}", id, how, tail);
-      // Not at once: a clone that cannot start would be retried in a tight loop.
+      // Not at once: a clone that cannot start would be retried in a tight loop. A waiting
+      // acquire tries three at most.
+      const std::string image = s.record.image;
       remove(id);
       schedule_refill(options_.refill_backoff);
+      on_start_failed(image);
       return;
+    }
     case SandboxState::kReady:
     case SandboxState::kInUse:
       ++counters_.lost;
@@ -271,79 +279,76 @@ void Pool::on_exit(const std::string& id) {
   refill();
 }
 
-bool Pool::wait_until_ready(const std::string& id) {
-  const auto deadline = Clock::now() + options_.ready_timeout;
-  while (true) {
-    const auto it = sandboxes_.find(id);
-    if (it == sandboxes_.end()) {
-      return false;
+void Pool::acquire(const AcquireRequest& request, Answer answer) {
+  const auto image = images_.find(request.image);
+  if (image == images_.end()) {
+    answer(std::unexpected(error(404, "no image '" + request.image +
+                                          "' is registered: PUT /images/NAME with its "
+                                          "snapshot_dir first (GET /images lists them)")));
+    return;
+  }
+  auto& waiting = waiters_[request.image];
+  if (waiting.empty()) {
+    for (auto& [id, s] : sandboxes_) {
+      if (s->record.image == request.image && s->record.state == SandboxState::kReady) {
+        hand_over(*s, request, image->second);
+        answer(sandbox_view(*s));
+        refill();
+        return;
+      }
     }
-    Sandbox& s = *it->second;
-    if (s.record.state != SandboxState::kStarting) {
-      return s.record.state == SandboxState::kReady;
+  }
+  waiting.push_back(Waiter{.request = request, .answer = std::move(answer), .failed_starts = 0});
+  start_for_waiters(request.image);
+}
+
+void Pool::start_for_waiters(const std::string& image_name) {
+  auto& waiting = waiters_[image_name];
+  const auto image = images_.find(image_name);
+  while (!waiting.empty() && count(image_name, SandboxState::kStarting) < waiting.size()) {
+    auto launched = image == images_.end()
+                        ? PoolResult<Sandbox*>(std::unexpected(
+                              error(404, "image " + image_name + " is no longer registered")))
+                        : launch(image->second);
+    if (launched) {
+      continue;
     }
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      on_ready_deadline(id);
-      return false;
+    // The newest waiter hears why; those before it have their clones starting.
+    if (launched.error().status == 429) {
+      ++counters_.refused;
     }
-    std::array<pollfd, 2> fds{pollfd{.fd = s.pidfd.get(), .events = POLLIN, .revents = 0},
-                              pollfd{.fd = s.ready.get(), .events = POLLIN, .revents = 0}};
-    const int n = ::poll(fds.data(), s.ready ? 2 : 1, static_cast<int>(left.count()));
-    if (n < 0 && errno != EINTR) {
-      return false;
-    }
-    if (fds[1].revents != 0) {
-      on_ready_readable(id);
-    } else if (fds[0].revents != 0) {
-      on_exit(id);
-    }
+    auto refused = std::move(waiting.back());
+    waiting.pop_back();
+    refused.answer(std::unexpected(launched.error()));
   }
 }
 
-PoolResult<nlohmann::json> Pool::acquire(const AcquireRequest& request) {
-  const auto image = images_.find(request.image);
-  if (image == images_.end()) {
-    return std::unexpected(error(404, "no image '" + request.image +
-                                          "' is registered: PUT /images/NAME with its "
-                                          "snapshot_dir first (GET /images lists them)"));
+void Pool::serve_waiter(Sandbox& sandbox) {
+  auto& waiting = waiters_[sandbox.record.image];
+  const auto image = images_.find(sandbox.record.image);
+  if (waiting.empty() || image == images_.end()) {
+    return;
   }
-  const auto pick = [&](SandboxState state) -> Sandbox* {
-    for (auto& [id, s] : sandboxes_) {
-      if (s->record.image == request.image && s->record.state == state) {
-        return s.get();
-      }
-    }
-    return nullptr;
-  };
-  Sandbox* chosen = pick(SandboxState::kReady);
-  // A clone being restored for the image comes sooner than a new one.
-  for (int tries = 0; chosen == nullptr && tries < 3; ++tries) {
-    Sandbox* starting = pick(SandboxState::kStarting);
-    if (starting == nullptr) {
-      auto launched = launch(image->second);
-      if (!launched) {
-        if (launched.error().status == 429) {
-          ++counters_.refused;
-        }
-        return std::unexpected(launched.error());
-      }
-      starting = *launched;
-    }
-    const std::string id = starting->record.id;
-    if (wait_until_ready(id)) {
-      chosen = sandboxes_.at(id).get();
-    }
+  auto waiter = std::move(waiting.front());
+  waiting.pop_front();
+  hand_over(sandbox, waiter.request, image->second);
+  waiter.answer(sandbox_view(sandbox));
+}
+
+void Pool::on_start_failed(const std::string& image) {
+  auto& waiting = waiters_[image];
+  if (waiting.empty()) {
+    return;
   }
-  if (chosen == nullptr) {
-    return std::unexpected(error(503, "no clone of " + request.image +
-                                          " came up: GET /metrics counts refill errors, the "
-                                          "daemon's log says why"));
+  if (++waiting.front().failed_starts >= 3) {
+    auto failed = std::move(waiting.front());
+    waiting.pop_front();
+    failed.answer(std::unexpected(error(503, "no clone of " + image +
+                                                 " came up (3 failed to start): GET /metrics "
+                                                 "counts refill errors, the daemon's log says "
+                                                 "why")));
   }
-  hand_over(*chosen, request, image->second);
-  refill();
-  return sandbox_view(*chosen);
+  start_for_waiters(image);
 }
 
 void Pool::hand_over(Sandbox& sandbox, const AcquireRequest& request, const Image& image) {
@@ -393,7 +398,7 @@ PoolResult<void> Pool::release(const std::string& id) {
   return {};
 }
 
-void Pool::exec(const std::string& id, ExecCall call, ExecAnswer answer) {
+void Pool::exec(const std::string& id, ExecCall call, Answer answer) {
   auto sandbox = in_use(id);
   if (!sandbox) {
     answer(std::unexpected(sandbox.error()));
@@ -402,7 +407,7 @@ void Pool::exec(const std::string& id, ExecCall call, ExecAnswer answer) {
   Sandbox& s = **sandbox;
   auto outcome = std::make_shared<Result<ExecOutcome>>(fail("the exec did not run"));
   // Shared: the task's completion answers, or this does when the task cannot start.
-  auto reply = std::make_shared<ExecAnswer>(std::move(answer));
+  auto reply = std::make_shared<Answer>(std::move(answer));
   const uint64_t key = next_exec_++;
   auto task = BackgroundTask::start(
       loop_,
@@ -425,7 +430,7 @@ void Pool::exec(const std::string& id, ExecCall call, ExecAnswer answer) {
   arm_lease(s);  // no idle end while it runs
 }
 
-void Pool::on_exec_done(const std::string& id, Result<ExecOutcome> outcome, ExecAnswer answer) {
+void Pool::on_exec_done(const std::string& id, Result<ExecOutcome> outcome, Answer answer) {
   const auto it = sandboxes_.find(id);
   Sandbox* s = it == sandboxes_.end() ? nullptr : it->second.get();
   if (s != nullptr) {
@@ -605,8 +610,10 @@ void Pool::on_ready_deadline(const std::string& id) {
   ++counters_.refill_errors;
   spdlog::warn("pool: {} did not serve within {} ms; stopping it", id,
                options_.ready_timeout.count());
+  const std::string image = it->second->record.image;
   stop(*it->second, "it did not serve within the ready timeout", 410);
   schedule_refill(options_.refill_backoff);
+  on_start_failed(image);
 }
 
 void Pool::arm_lease(Sandbox& sandbox) {
@@ -744,7 +751,8 @@ void Pool::shutdown() {
     (void)loop_.cancel_timer(*health_timer_);
     health_timer_.reset();
   }
-  images_.clear();  // nothing refills from here on
+  images_.clear();   // nothing refills from here on
+  waiters_.clear();  // the API stopped: nobody to answer
   if (sandboxes_.empty()) {
     execs_.clear();  // any left were in sandboxes that ended: they end too
     state_.remove_own_files();

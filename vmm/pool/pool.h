@@ -6,10 +6,11 @@
 // A sandbox is starting (launched, its agent not serving yet), ready (restored, waiting
 // to be acquired), in use (acquired), or stopping (SIGTERM sent, SIGKILL after a grace
 // period, files removed once it ended). Ready clones are refilled in the background up to
-// each image's `ready`; an acquire takes a ready one, else waits for a starting one, else
-// restores one on the spot, within the image's `max` and the host memory ratio (429
-// otherwise). A VMM that ends on its own is reported lost with its log's last lines.
-// Every health interval, each ready and acquired sandbox is asked whether it still serves
+// each image's `ready`; an acquire takes a ready one, else waits, in order of arrival, for
+// the next clone of its image that serves, restoring one on the spot for each waiting
+// acquire within the image's `max` and the host memory ratio (429 otherwise); the loop
+// serves other requests meanwhile. A VMM that ends on its own is reported lost with its log's last
+// lines. Every health interval, each ready and acquired sandbox is asked whether it still serves
 // (health_check.h); one that fails `health_failures` checks in a row is hung: it is
 // reported lost, killed, and replaced.
 // An acquired sandbox holds a lease: its time to live, and its idle timeout, which every
@@ -84,12 +85,14 @@ class Pool {
   PoolResult<nlohmann::json> register_image(const ImageSpec& spec);
   nlohmann::json images_json() const;
 
-  PoolResult<nlohmann::json> acquire(const AcquireRequest& request);
+  using Answer = std::move_only_function<void(PoolResult<nlohmann::json>)>;
+  // Hands over a ready clone at once, or calls `answer` once a clone restored for it serves
+  // (or none could be: 429, 503).
+  void acquire(const AcquireRequest& request, Answer answer);
   PoolResult<void> release(const std::string& id);
-  using ExecAnswer = std::move_only_function<void(PoolResult<nlohmann::json>)>;
   // Runs `call` in sandbox `id` on a thread of its own; `answer` runs on the loop's thread
   // with the outcome (at once when the pool refuses the request).
-  void exec(const std::string& id, ExecCall call, ExecAnswer answer);
+  void exec(const std::string& id, ExecCall call, Answer answer);
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
   PoolResult<void> keepalive(const std::string& id);
   PoolResult<nlohmann::json> sandbox_json(const std::string& id);
@@ -132,14 +135,25 @@ class Pool {
   // register_image without saving images.json or refilling: recover()'s.
   PoolResult<nlohmann::json> add_image(const ImageSpec& spec);
   PoolResult<Sandbox*> launch(const Image& image);
-  // The ready pipe became readable (or a synchronous acquire saw it so).
+  // The ready pipe became readable.
   void on_ready_readable(const std::string& id);
   // Closes the ready pipe and its watch.
   void stop_watching_ready(Sandbox& sandbox);
   // The VMM's pidfd became readable: it ended.
   void on_exit(const std::string& id);
-  // Waits (blocking the loop) until `sandbox` is ready or ended; false when it ended.
-  bool wait_until_ready(const std::string& id);
+  // An acquire waiting for a clone of its image to serve.
+  struct Waiter {
+    AcquireRequest request;
+    Answer answer;
+    uint32_t failed_starts = 0;  // clones that failed to start while it was first in line
+  };
+  // Launches clones until every waiter of `image` has one starting; answers the waiters
+  // the pool cannot start one for.
+  void start_for_waiters(const std::string& image);
+  // `sandbox` just became ready: the first waiter of its image gets it.
+  void serve_waiter(Sandbox& sandbox);
+  // A clone of `image` failed to start: the first waiter counts it, and gives up at three.
+  void on_start_failed(const std::string& image);
   void hand_over(Sandbox& sandbox, const AcquireRequest& request, const Image& image);
   void stop(Sandbox& sandbox, std::string why, int status);
   void remove(const std::string& id);
@@ -159,7 +173,7 @@ class Pool {
   void check_health();
   void schedule_health_checks();
   void on_health(const std::string& id, HealthVerdict verdict);
-  void on_exec_done(const std::string& id, Result<ExecOutcome> outcome, ExecAnswer answer);
+  void on_exec_done(const std::string& id, Result<ExecOutcome> outcome, Answer answer);
   void remember_end(const std::string& id, int status, std::string why);
   PoolResult<Sandbox*> in_use(const std::string& id);
   PoolError gone(const std::string& id) const;
@@ -179,6 +193,7 @@ class Pool {
   std::optional<io::TimerId> refill_timer_;
   std::optional<io::TimerId> health_timer_;
   std::map<uint64_t, std::unique_ptr<BackgroundTask>> execs_;  // running, by a key of their own
+  std::map<std::string, std::deque<Waiter>> waiters_;          // by image, first come first
   uint64_t next_exec_ = 1;
 };
 

@@ -41,13 +41,18 @@ api::Router pool_router(Pool& pool) {
   router.add(Method::kGet, "/sandboxes", [&pool](const HttpRequest&, const Args&) {
     return HttpResponse::json(pool.sandboxes_json());
   });
-  router.add(Method::kPost, "/sandboxes", [&pool](const HttpRequest& request, const Args&) {
-    auto acquire = parse_acquire(request.body);
-    if (!acquire) {
-      return bad_body(acquire.error());
-    }
-    return answer(pool.acquire(*acquire), 201);
-  });
+  router.add_deferred(Method::kPost, "/sandboxes",
+                      [&pool](const HttpRequest& request, const Args&, api::Responder respond) {
+                        auto acquire = parse_acquire(request.body);
+                        if (!acquire) {
+                          respond(bad_body(acquire.error()));
+                          return;
+                        }
+                        pool.acquire(*acquire, [respond = std::move(respond)](
+                                                   PoolResult<nlohmann::json> sandbox) mutable {
+                          respond(answer(sandbox, 201));
+                        });
+                      });
   router.add(Method::kGet, "/sandboxes/{id}", [&pool](const HttpRequest&, const Args& args) {
     return answer(pool.sandbox_json(args[0]));
   });
