@@ -218,13 +218,19 @@ class GuestLost(Exception):
     """A cycle's sandbox was lost because its guest crashed; the pool reported it."""
 
 
-def lost_reason(pool, sandbox_id):
-    """Why the pool says `sandbox_id` is gone, when it was lost to its guest's crash; else None."""
-    status, answer = pool.request("GET", f"/sandboxes/{sandbox_id}")
-    why = (answer or {}).get("fault_message", "")
-    if status == 410 and "was lost: its VMM " + GUEST_CRASHED in why:
-        return why
-    return None
+def lost_reason(pool, sandbox_id, within_s=5):
+    """Why the pool says `sandbox_id` is gone, when it was lost to its guest's crash; else None.
+    A request can fail a moment before the pool reaps the VMM whose end broke it: asks again
+    until the sandbox is gone or `within_s` passed."""
+    deadline = time.monotonic() + within_s
+    while True:
+        status, answer = pool.request("GET", f"/sandboxes/{sandbox_id}")
+        why = (answer or {}).get("fault_message", "")
+        if status == 410 and "was lost: its VMM " + GUEST_CRASHED in why:
+            return why
+        if status != 200 or time.monotonic() > deadline:
+            return None
+        time.sleep(0.1)
 
 
 def losses(log_path):

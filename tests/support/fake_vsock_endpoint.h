@@ -1,8 +1,10 @@
 // For tests: the host side of VMMs' vsock sockets without VMMs. Each listen(PATH) binds a
 // Unix socket that answers host-initiated connections as dsec-vmm does: it reads the
 // "CONNECT PORT\n" line and writes "OK 5000\n" (the guest accepted), or, for a path that
-// was made silent, holds the connection without a word (a stuck VMM). One thread serves
-// every socket; it stops, and the sockets close, when the object goes.
+// was made silent, holds the connection without a word (a stuck VMM). With an agent, the
+// guest agent's own session code (guest/agent/session.h) then serves the request on the
+// host, as it would in the guest. One thread serves every socket, one connection at a
+// time; it stops, and the sockets close, when the object goes.
 #pragma once
 
 #include <poll.h>
@@ -19,13 +21,16 @@
 #include <thread>
 #include <vector>
 
+#include "guest/agent/session.h"
 #include "vmm/common/unique_fd.h"
 
 namespace dsec::test {
 
 class FakeVsockEndpoint {
  public:
-  FakeVsockEndpoint() : thread_([this] { serve(); }) {}
+  enum class After { kClose, kServeAgent };
+  explicit FakeVsockEndpoint(After after = After::kClose)
+      : after_(after), thread_([this] { serve(); }) {}
   FakeVsockEndpoint(const FakeVsockEndpoint&) = delete;
   FakeVsockEndpoint& operator=(const FakeVsockEndpoint&) = delete;
   ~FakeVsockEndpoint() {
@@ -98,14 +103,19 @@ class FakeVsockEndpoint {
     std::string line(64, '\0');
     const ssize_t n =
         ::poll(&readable, 1, 1000) == 1 ? ::read(conn.get(), line.data(), line.size()) : -1;
-    const std::lock_guard lock(mutex_);
-    line.resize(n > 0 ? static_cast<size_t>(n) : 0);
-    lines_.push_back(line);
-    if (std::find(silent_.begin(), silent_.end(), path) != silent_.end()) {
-      held_.push_back(std::move(conn));
-      return;
+    {
+      const std::lock_guard lock(mutex_);
+      line.resize(n > 0 ? static_cast<size_t>(n) : 0);
+      lines_.push_back(line);
+      if (std::find(silent_.begin(), silent_.end(), path) != silent_.end()) {
+        held_.push_back(std::move(conn));
+        return;
+      }
     }
     (void)::write(conn.get(), "OK 5000\n", 8);
+    if (after_ == After::kServeAgent) {
+      (void)agent::serve_connection(conn.get());
+    }
   }
 
   mutable std::mutex mutex_;
@@ -114,6 +124,7 @@ class FakeVsockEndpoint {
   std::vector<std::string> lines_;
   std::vector<UniqueFd> held_;  // silent connections, open until the end
   std::atomic<bool> stop_{false};
+  const After after_;
   std::thread thread_;
 };
 

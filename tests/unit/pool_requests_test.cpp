@@ -177,5 +177,23 @@ TEST(PoolStateRecords, TheStateDirectoryKeepsRecordsAndImages) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("state/sandboxes")));
 }
 
+TEST(PoolRequests, AFileTargetIsAnAbsolutePathAndOctalPermissionBits) {
+  auto target = parse_file_target("/tmp/x", "600");
+  ASSERT_TRUE(target) << target.error().message();
+  EXPECT_EQ(target->guest_path, "/tmp/x");
+  EXPECT_EQ(target->mode, 0600U);
+  EXPECT_EQ(parse_file_target("/tmp/x", "")->mode, 0644U) << "the default";
+  for (const auto* path : {"", "tmp/x", "relative"}) {
+    EXPECT_FALSE(parse_file_target(path, "")) << path;
+  }
+  EXPECT_FALSE(parse_file_target(std::string("/a\0b", 4), ""));
+  EXPECT_FALSE(parse_file_target("/" + std::string(5000, 'a'), ""));
+  for (const auto* mode : {"4755", "1000", "9", "0x1ff", "-1", "644 "}) {
+    const auto refused = parse_file_target("/tmp/x", mode);
+    ASSERT_FALSE(refused) << mode;
+    EXPECT_THAT(refused.error().message(), ::testing::HasSubstr("X-Dsec-Mode"));
+  }
+}
+
 }  // namespace
 }  // namespace dsec::pool

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <thread>
 
 #include "tests/support/fake_vsock_endpoint.h"
 #include "tests/support/result_matchers.h"
@@ -124,6 +125,19 @@ class PoolTest : public ::testing::Test {
   PoolResult<nlohmann::json> wait_for(const Slot& slot) {
     EXPECT_TRUE(run_until([&] { return slot->has_value(); }));
     return slot->value_or(std::unexpected(PoolError{.status = 0, .message = "no answer"}));
+  }
+
+  // A pool whose "VMMs" serve through `endpoint` (no health checks) with image(0, max), and
+  // one sandbox acquired from it (`idle_timeout_s` its lease's): the sandbox.
+  nlohmann::json acquire_serving(std::unique_ptr<Pool>& pool, test::FakeVsockEndpoint& endpoint,
+                                 uint32_t max, std::optional<uint64_t> idle_timeout_s = {}) {
+    pool =
+        make_pool(std::make_unique<ServingLauncher>(endpoint), PoolOptions{.health_interval = 0ms});
+    EXPECT_TRUE(pool->register_image(image(0, max)));
+    auto acquired = acquire_now(
+        *pool, {.image = "base", .ttl_s = std::nullopt, .idle_timeout_s = idle_timeout_s});
+    EXPECT_TRUE(acquired) << acquired.error().message;
+    return acquired.value_or(nlohmann::json::object());
   }
 
   // Starts an exec of `echo hi`; its answer lands in the returned slot.
@@ -311,13 +325,11 @@ TEST_F(PoolTest, AHungVmmIsReportedLostKilledAndReplaced) {
 // requests meanwhile, and an exec whose sandbox was released under it says so.
 TEST_F(PoolTest, AnExecRunsWhileThePoolServesOthers) {
   test::FakeVsockEndpoint endpoint;
-  auto pool =
-      make_pool(std::make_unique<ServingLauncher>(endpoint), PoolOptions{.health_interval = 0ms});
-  ASSERT_TRUE(pool->register_image(image(0, 2)));
-  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
-  ASSERT_TRUE(acquired) << acquired.error().message;
-  const std::string id = (*acquired)["id"];
-  endpoint.silence((*acquired)["vsock"].get<std::string>());  // the agent never answers
+  std::unique_ptr<Pool> pool;
+  const auto acquired = acquire_serving(pool, endpoint, 2);
+  ASSERT_TRUE(acquired.contains("id"));
+  const std::string id = acquired["id"];
+  endpoint.silence(acquired["vsock"].get<std::string>());  // the agent never answers
 
   const auto exec = start_exec(*pool, id);
   EXPECT_FALSE(run_until([&] { return exec->has_value(); }, 300ms)) << "it waits on the agent";
@@ -333,23 +345,42 @@ TEST_F(PoolTest, AnExecRunsWhileThePoolServesOthers) {
   EXPECT_THAT(exec->value().error().message, HasSubstr("is gone: it was released"));
 }
 
+// An exec broken off because its VMM ended answers how the VMM ended, not only that the
+// connection closed.
+TEST_F(PoolTest, AnExecBrokenByItsVmmsEndSaysHowItEnded) {
+  test::FakeVsockEndpoint endpoint;
+  std::unique_ptr<Pool> pool;
+  const auto acquired = acquire_serving(pool, endpoint, 1);
+  ASSERT_TRUE(acquired.contains("id"));
+  const std::string id = acquired["id"];
+  endpoint.silence(acquired["vsock"].get<std::string>());
+  const auto exec = start_exec(*pool, id);
+  EXPECT_FALSE(run_until([&] { return exec->has_value(); }, 200ms));
+
+  ASSERT_EQ(::kill(acquired["pid"].get<pid_t>(), SIGKILL), 0);
+  std::this_thread::sleep_for(100ms);
+  endpoint.close_held();  // the VMM's end closes its connections
+  ASSERT_TRUE(run_until([&] { return exec->has_value(); }));
+  ASSERT_FALSE(exec->value());
+  EXPECT_EQ(exec->value().error().status, 410);
+  EXPECT_THAT(exec->value().error().message, HasSubstr("lost: its VMM killed by signal 9"));
+}
+
 // An exec the agent breaks off is a 502 and leaves the sandbox in use; while one runs, the
 // idle timeout does not count (the client waits on its answer), and it counts from its end.
 TEST_F(PoolTest, AnExecHoldsOffTheIdleTimeoutAndABrokenOneIsA502) {
   test::FakeVsockEndpoint endpoint;
-  auto pool =
-      make_pool(std::make_unique<ServingLauncher>(endpoint), PoolOptions{.health_interval = 0ms});
-  ASSERT_TRUE(pool->register_image(image(0, 1)));
-  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt, .idle_timeout_s = 1});
-  ASSERT_TRUE(acquired) << acquired.error().message;
-  const std::string id = (*acquired)["id"];
+  std::unique_ptr<Pool> pool;
+  const auto acquired = acquire_serving(pool, endpoint, 1, 1);
+  ASSERT_TRUE(acquired.contains("id"));
+  const std::string id = acquired["id"];
 
   auto broken = exec_now(*pool, id);  // the endpoint says OK, then closes
   ASSERT_FALSE(broken);
   EXPECT_EQ(broken.error().status, 502);
   EXPECT_THAT(broken.error().message, HasSubstr("exec in sandbox " + id + " failed"));
 
-  endpoint.silence((*acquired)["vsock"].get<std::string>());
+  endpoint.silence(acquired["vsock"].get<std::string>());
   const auto exec = start_exec(*pool, id);
   EXPECT_FALSE(run_until([&] { return exec->has_value(); }, 2500ms));
   EXPECT_EQ(pool->counters().idle_stopped, 0U) << "no idle end while an exec runs";
@@ -358,6 +389,45 @@ TEST_F(PoolTest, AnExecHoldsOffTheIdleTimeoutAndABrokenOneIsA502) {
   EXPECT_EQ(pool->count("base", SandboxState::kInUse), 1U);
   EXPECT_TRUE(run_until([&] { return pool->counters().idle_stopped == 1; }))
       << "the idle timeout counts from the exec's end";
+}
+
+// Exec and files through the pool reach the sandbox's agent: here the agent's own session
+// code, serving on the host behind a fake vsock socket.
+TEST_F(PoolTest, ExecAndFilesGoThroughTheSandboxesAgent) {
+  test::FakeVsockEndpoint endpoint(test::FakeVsockEndpoint::After::kServeAgent);
+  std::unique_ptr<Pool> pool;
+  const auto acquired = acquire_serving(pool, endpoint, 1);
+  ASSERT_TRUE(acquired.contains("id"));
+  const std::string id = acquired["id"];
+
+  auto ran = exec_now(*pool, id);
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_EQ((*ran)["stdout"], "hi\n");
+
+  const std::string guest_path = dir_.file("in-the-guest.bin");
+  const std::string bytes("binary\0bytes\n", 13);
+  std::optional<PoolResult<void>> written;
+  pool->write_file(id, guest_path, GuestFile{.bytes = bytes, .mode = 0640},
+                   [&](PoolResult<void> done) { written = std::move(done); });
+  ASSERT_TRUE(run_until([&] { return written.has_value(); }));
+  ASSERT_TRUE(written->has_value()) << written->error().message;
+  EXPECT_EQ(std::filesystem::file_size(guest_path), bytes.size());
+  EXPECT_EQ(std::filesystem::status(guest_path).permissions(), std::filesystem::perms(0640));
+
+  std::optional<PoolResult<GuestFile>> read;
+  pool->read_file(id, guest_path, [&](PoolResult<GuestFile> file) { read = std::move(file); });
+  ASSERT_TRUE(run_until([&] { return read.has_value(); }));
+  ASSERT_TRUE(read->has_value()) << read->error().message;
+  EXPECT_EQ(read->value().bytes, bytes);
+  EXPECT_EQ(read->value().mode, 0640U);
+
+  read.reset();
+  pool->read_file(id, dir_.file("missing"),
+                  [&](PoolResult<GuestFile> file) { read = std::move(file); });
+  ASSERT_TRUE(run_until([&] { return read.has_value(); }));
+  ASSERT_FALSE(read->has_value());
+  EXPECT_EQ(read->error().status, 502);
+  EXPECT_THAT(read->error().message, HasSubstr("copy out of sandbox " + id + " failed"));
 }
 
 TEST_F(PoolTest, TimeToLiveStopsTheSandbox) {

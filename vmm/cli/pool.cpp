@@ -20,6 +20,7 @@
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/pool/pool_api.h"
+#include "vmm/pool/sandbox_files.h"
 
 namespace dsec::cli {
 namespace {
@@ -91,7 +92,9 @@ int run_pool(const PoolOptions& options) {
   if (!vmm) {
     return fail_with(vmm.error());
   }
-  auto server = api::ApiServer::bind(options.socket);
+  // Bodies carry the files PUT into sandboxes.
+  auto server = api::ApiServer::bind(options.socket,
+                                     api::HttpLimits{.max_body_bytes = pool::kMaxPoolFileBytes});
   if (!server) {
     return fail_with(server.error());
   }

@@ -15,10 +15,14 @@
 #include "vmm/pool/host_memory.h"
 #include "vmm/pool/log_tail.h"
 #include "vmm/pool/sandbox_exec.h"
+#include "vmm/pool/sandbox_files.h"
 #include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::pool {
 namespace {
+
+// How long a failed agent request's answer waits for its VMM's end, in case that is why.
+constexpr std::chrono::milliseconds kVmmEndGrace{500};
 
 // How many ended sandboxes the pool remembers, to tell a client why its id is gone.
 constexpr size_t kMaxEnded = 1024;
@@ -398,58 +402,127 @@ PoolResult<void> Pool::release(const std::string& id) {
   return {};
 }
 
-void Pool::exec(const std::string& id, ExecCall call, Answer answer) {
+void Pool::run_agent_request(const std::string& id, AgentWork work, AgentDone done) {
   auto sandbox = in_use(id);
   if (!sandbox) {
-    answer(std::unexpected(sandbox.error()));
+    done(std::unexpected(sandbox.error()));
     return;
   }
   Sandbox& s = **sandbox;
-  auto outcome = std::make_shared<Result<ExecOutcome>>(fail("the exec did not run"));
-  // Shared: the task's completion answers, or this does when the task cannot start.
-  auto reply = std::make_shared<Answer>(std::move(answer));
-  const uint64_t key = next_exec_++;
+  // Shared: the task's completion calls it, or this does when the task cannot start.
+  auto finish = std::make_shared<AgentDone>(std::move(done));
+  auto succeeded = std::make_shared<bool>(false);
+  const uint64_t key = next_request_++;
   auto task = BackgroundTask::start(
       loop_,
-      [outcome, vsock = s.record.files.vsock, call = std::move(call)] {
-        *outcome = exec_in_sandbox(vsock, call);
+      [work = std::move(work), vsock = s.record.files.vsock, succeeded]() mutable {
+        *succeeded = work(vsock);
       },
-      [this, key, id, outcome, reply] {
+      [this, key, id, finish, succeeded] {
         // This runs inside the task's own completion: it goes when this returns.
-        const auto finished = std::move(execs_.at(key));
-        execs_.erase(key);
-        on_exec_done(id, std::move(*outcome), std::move(*reply));
+        const auto finished = std::move(agent_requests_.at(key));
+        agent_requests_.erase(key);
+        const auto it = sandboxes_.find(id);
+        if (*succeeded || it == sandboxes_.end() || pidfd_exited(it->second->pidfd.get())) {
+          (*finish)(end_agent_request(id));
+          return;
+        }
+        // It may have broken off because its VMM is dying: its end, which follows closely,
+        // tells the client more (a guest crash, say) than a closed connection.
+        auto later =
+            loop_.add_timer(kVmmEndGrace, [this, id, finish] { (*finish)(end_agent_request(id)); });
+        if (!later) {
+          (*finish)(end_agent_request(id));
+        }
       });
   if (!task) {
-    (*reply)(std::unexpected(error(503, "cannot run the exec: " + task.error().message())));
+    (*finish)(std::unexpected(error(503, "cannot run the request: " + task.error().message())));
     return;
   }
-  execs_.emplace(key, std::move(*task));
-  ++s.execs_running;
+  agent_requests_.emplace(key, std::move(*task));
+  ++s.agent_requests;
   s.last_request = Clock::now();
   arm_lease(s);  // no idle end while it runs
 }
 
-void Pool::on_exec_done(const std::string& id, Result<ExecOutcome> outcome, Answer answer) {
+PoolResult<void> Pool::end_agent_request(const std::string& id) {
+  if (const auto ended = sandboxes_.find(id);
+      ended != sandboxes_.end() && pidfd_exited(ended->second->pidfd.get())) {
+    on_exit(id);  // before its pidfd's watch: the answer says how it ended
+  }
   const auto it = sandboxes_.find(id);
   Sandbox* s = it == sandboxes_.end() ? nullptr : it->second.get();
   if (s != nullptr) {
-    --s->execs_running;
-    // After the exec: one longer than the idle timeout is no sign of a client gone.
+    --s->agent_requests;
+    // After the request: one longer than the idle timeout is no sign of a client gone.
     s->last_request = Clock::now();
   }
-  const bool in_use = s != nullptr && s->record.state == SandboxState::kInUse;
-  if (in_use) {
-    arm_lease(*s);
+  if (s == nullptr || s->record.state != SandboxState::kInUse) {
+    return std::unexpected(gone(id));
   }
-  if (!outcome) {
-    // A sandbox released, expired or lost meanwhile says so rather than how the exec broke.
-    answer(std::unexpected(
-        in_use ? error(502, "exec in sandbox " + id + " failed: " + outcome.error().message())
-               : gone(id)));
-    return;
-  }
-  answer(exec_outcome_json(*outcome));
+  arm_lease(*s);
+  return {};
+}
+
+// An agent request that failed in a sandbox still in use is the guest's or the VMM's (502);
+// one whose sandbox was released, expired or lost meanwhile says that instead.
+PoolError Pool::agent_failure(const std::string& id, const std::string& what, const Error& e,
+                              const PoolResult<void>& still_in_use) const {
+  return still_in_use ? error(502, what + " sandbox " + id + " failed: " + e.message())
+                      : still_in_use.error();
+}
+
+void Pool::exec(const std::string& id, ExecCall call, Answer answer) {
+  auto outcome = std::make_shared<Result<ExecOutcome>>(fail("the exec did not run"));
+  run_agent_request(
+      id,
+      [outcome, call = std::move(call)](const std::string& vsock) {
+        *outcome = exec_in_sandbox(vsock, call);
+        return outcome->has_value();
+      },
+      [this, id, outcome, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+        if (!*outcome) {
+          answer(std::unexpected(agent_failure(id, "exec in", outcome->error(), still_in_use)));
+          return;
+        }
+        answer(exec_outcome_json(**outcome));
+      });
+}
+
+void Pool::write_file(const std::string& id, const std::string& guest_path, GuestFile file,
+                      std::move_only_function<void(PoolResult<void>)> answer) {
+  auto written = std::make_shared<Status>(fail("the copy did not run"));
+  run_agent_request(
+      id,
+      [written, guest_path, file = std::move(file)](const std::string& vsock) {
+        *written = write_guest_file(vsock, guest_path, file);
+        return written->has_value();
+      },
+      [this, id, written, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+        if (!*written) {
+          answer(std::unexpected(agent_failure(id, "copy into", written->error(), still_in_use)));
+          return;
+        }
+        answer({});
+      });
+}
+
+void Pool::read_file(const std::string& id, const std::string& guest_path,
+                     std::move_only_function<void(PoolResult<GuestFile>)> answer) {
+  auto read = std::make_shared<Result<GuestFile>>(fail("the copy did not run"));
+  run_agent_request(
+      id,
+      [read, guest_path](const std::string& vsock) {
+        *read = read_guest_file(vsock, guest_path);
+        return read->has_value();
+      },
+      [this, id, read, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+        if (!*read) {
+          answer(std::unexpected(agent_failure(id, "copy out of", read->error(), still_in_use)));
+          return;
+        }
+        answer(std::move(**read));
+      });
 }
 
 PoolResult<void> Pool::keepalive(const std::string& id) {
@@ -623,7 +696,7 @@ void Pool::arm_lease(Sandbox& sandbox) {
   if (sandbox.record.expires_at_ms > 0) {
     next = std::chrono::milliseconds(sandbox.record.expires_at_ms - wall_ms_now());
   }
-  if (sandbox.record.idle_timeout_ms > 0 && sandbox.execs_running == 0) {
+  if (sandbox.record.idle_timeout_ms > 0 && sandbox.agent_requests == 0) {
     const nanoseconds idle_end = sandbox.last_request +
                                  std::chrono::milliseconds(sandbox.record.idle_timeout_ms) -
                                  Clock::now();
@@ -650,7 +723,7 @@ void Pool::on_lease_end(const std::string& id) {
     return;
   }
   const auto idle = std::chrono::milliseconds(s.record.idle_timeout_ms);
-  if (idle.count() > 0 && s.execs_running == 0 && Clock::now() - s.last_request >= idle) {
+  if (idle.count() > 0 && s.agent_requests == 0 && Clock::now() - s.last_request >= idle) {
     ++counters_.idle_stopped;
     spdlog::info("pool: {}: no request for {} ms (its idle timeout): its client went away", id,
                  idle.count());
@@ -754,7 +827,7 @@ void Pool::shutdown() {
   images_.clear();   // nothing refills from here on
   waiters_.clear();  // the API stopped: nobody to answer
   if (sandboxes_.empty()) {
-    execs_.clear();  // any left were in sandboxes that ended: they end too
+    agent_requests_.clear();  // any left were in sandboxes that ended: they end too
     state_.remove_own_files();
     return;
   }
@@ -783,7 +856,7 @@ void Pool::shutdown() {
   }
   wait_all(options_.stop_grace);
   // Their VMMs are gone: the execs' connections broke, and their threads end.
-  execs_.clear();
+  agent_requests_.clear();
   std::vector<std::string> ids;
   for (auto& [id, s] : sandboxes_) {
     (void)reap_pidfd(s->pidfd.get());

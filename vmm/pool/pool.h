@@ -41,6 +41,7 @@
 #include "vmm/pool/pool_metrics.h"
 #include "vmm/pool/pool_requests.h"
 #include "vmm/pool/sandbox_exec.h"
+#include "vmm/pool/sandbox_files.h"
 #include "vmm/pool/state_records.h"
 #include "vmm/pool/vmm_launcher.h"
 
@@ -93,6 +94,11 @@ class Pool {
   // Runs `call` in sandbox `id` on a thread of its own; `answer` runs on the loop's thread
   // with the outcome (at once when the pool refuses the request).
   void exec(const std::string& id, ExecCall call, Answer answer);
+  // Writes `file` to `guest_path` in sandbox `id`, or reads it, the same way.
+  void write_file(const std::string& id, const std::string& guest_path, GuestFile file,
+                  std::move_only_function<void(PoolResult<void>)> answer);
+  void read_file(const std::string& id, const std::string& guest_path,
+                 std::move_only_function<void(PoolResult<GuestFile>)> answer);
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
   PoolResult<void> keepalive(const std::string& id);
   PoolResult<nlohmann::json> sandbox_json(const std::string& id);
@@ -122,8 +128,8 @@ class Pool {
     Clock::time_point launched;
     Clock::time_point last_request;       // acquired: the last request that named it
     std::unique_ptr<HealthCheck> health;  // the check in flight
-    uint32_t execs_running = 0;
-    uint32_t failed_checks = 0;  // in a row
+    uint32_t agent_requests = 0;          // execs and copies running
+    uint32_t failed_checks = 0;           // in a row
   };
   // How a sandbox that is gone ended, for the client that asks about it later.
   struct Ended {
@@ -173,7 +179,16 @@ class Pool {
   void check_health();
   void schedule_health_checks();
   void on_health(const std::string& id, HealthVerdict verdict);
-  void on_exec_done(const std::string& id, Result<ExecOutcome> outcome, Answer answer);
+  // A blocking request to sandbox `id`'s agent (given its vsock socket), run on a thread of
+  // its own; `done` runs on the loop's thread after it, with whether the sandbox is still
+  // in use (else why it is gone), or at once with why the pool refuses the request.
+  // `work` says whether the request succeeded.
+  using AgentWork = std::move_only_function<bool(const std::string& vsock)>;
+  using AgentDone = std::move_only_function<void(PoolResult<void> still_in_use)>;
+  void run_agent_request(const std::string& id, AgentWork work, AgentDone done);
+  PoolResult<void> end_agent_request(const std::string& id);
+  PoolError agent_failure(const std::string& id, const std::string& what, const Error& e,
+                          const PoolResult<void>& still_in_use) const;
   void remember_end(const std::string& id, int status, std::string why);
   PoolResult<Sandbox*> in_use(const std::string& id);
   PoolError gone(const std::string& id) const;
@@ -192,9 +207,10 @@ class Pool {
   LatencyHistogram restore_latency_;
   std::optional<io::TimerId> refill_timer_;
   std::optional<io::TimerId> health_timer_;
-  std::map<uint64_t, std::unique_ptr<BackgroundTask>> execs_;  // running, by a key of their own
-  std::map<std::string, std::deque<Waiter>> waiters_;          // by image, first come first
-  uint64_t next_exec_ = 1;
+  // Running agent requests, by a key of their own.
+  std::map<uint64_t, std::unique_ptr<BackgroundTask>> agent_requests_;
+  std::map<std::string, std::deque<Waiter>> waiters_;  // by image, first come first
+  uint64_t next_request_ = 1;
 };
 
 }  // namespace dsec::pool

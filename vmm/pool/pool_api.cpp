@@ -1,5 +1,7 @@
 #include "vmm/pool/pool_api.h"
 
+#include <fmt/format.h>
+
 namespace dsec::pool {
 namespace {
 
@@ -71,6 +73,42 @@ api::Router pool_router(Pool& pool) {
                   [respond = std::move(respond)](PoolResult<nlohmann::json> outcome) mutable {
                     respond(answer(outcome));
                   });
+      });
+  router.add_deferred(
+      Method::kPut, "/sandboxes/{id}/files",
+      [&pool](const HttpRequest& request, const Args& args, api::Responder respond) {
+        auto target = parse_file_target(request.header(kPathHeader), request.header(kModeHeader));
+        if (!target) {
+          respond(bad_body(target.error()));
+          return;
+        }
+        pool.write_file(args[0], std::move(target->guest_path),
+                        GuestFile{.bytes = request.body, .mode = target->mode},
+                        [respond = std::move(respond)](PoolResult<void> written) mutable {
+                          respond(answer(written));
+                        });
+      });
+  router.add_deferred(
+      Method::kGet, "/sandboxes/{id}/files",
+      [&pool](const HttpRequest& request, const Args& args, api::Responder respond) {
+        auto target = parse_file_target(request.header(kPathHeader), "");
+        if (!target) {
+          respond(bad_body(target.error()));
+          return;
+        }
+        pool.read_file(args[0], std::move(target->guest_path),
+                       [respond = std::move(respond)](PoolResult<GuestFile> file) mutable {
+                         if (!file) {
+                           respond(HttpResponse::fault(file.error().message, file.error().status));
+                           return;
+                         }
+                         HttpResponse bytes{
+                             .status = 200,
+                             .body = std::move(file->bytes),
+                             .content_type = "application/octet-stream",
+                             .headers = {{"X-Dsec-Mode", fmt::format("{:04o}", file->mode)}}};
+                         respond(std::move(bytes));
+                       });
       });
   router.add(
       Method::kPost, "/sandboxes/{id}/keepalive",

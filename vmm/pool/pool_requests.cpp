@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "vmm/common/json_object.h"
 
@@ -158,6 +159,25 @@ Result<ExecCall> parse_exec(std::string_view body) {
   }
   DSEC_TRY(object.finish());
   return call;
+}
+
+Result<FileTarget> parse_file_target(std::string_view path, std::string_view mode) {
+  if (path.empty() || path.front() != '/' || path.size() > agent::kMaxPathLen ||
+      path.find('\0') != std::string_view::npos) {
+    return fail("the X-Dsec-Path header must hold the guest file's absolute path",
+                "e.g. curl -H 'X-Dsec-Path: /tmp/in.txt' --data-binary @in.txt ...");
+  }
+  FileTarget target{.guest_path = std::string(path), .mode = 0644};
+  if (!mode.empty()) {
+    uint32_t bits = 0;
+    const auto [end, ec] = std::from_chars(mode.data(), mode.data() + mode.size(), bits, 8);
+    if (ec != std::errc() || end != mode.data() + mode.size() || bits > 0777) {
+      return fail("the X-Dsec-Mode header must hold permission bits in octal, 0 to 0777 (" +
+                  std::string(mode) + " is not)");
+    }
+    target.mode = bits;
+  }
+  return target;
 }
 
 }  // namespace dsec::pool

@@ -40,6 +40,16 @@ struct ExecCall {
   std::string stdin_data;  // sent, then closed, when request.stdin_open
 };
 
+// PUT and GET /sandboxes/{id}/files: the guest's file, from the X-Dsec-Path header, and
+// for a PUT its permission bits, from X-Dsec-Mode (octal; 0644 when absent).
+struct FileTarget {
+  std::string guest_path;
+  uint32_t mode = 0644;
+};
+inline constexpr std::string_view kPathHeader = "x-dsec-path";
+inline constexpr std::string_view kModeHeader = "x-dsec-mode";
+Result<FileTarget> parse_file_target(std::string_view path, std::string_view mode);
+
 // What a name (an image's, a sandbox's id) may hold: it becomes part of file names.
 Status check_name(std::string_view name, std::string_view what);
 
