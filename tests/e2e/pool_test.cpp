@@ -3,12 +3,15 @@
 // what an operator counts on: a VMM killed with SIGKILL reported lost and replaced, time to
 // live, 429 when full, a daemon killed with SIGKILL and started again adopting the sandbox
 // a client holds, bad input answered with a 4xx, and a SIGTERM that leaves nothing behind.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -21,6 +24,7 @@
 #include "tests/support/file_text.h"
 #include "tests/support/warm_image.h"
 #include "vmm/api/api_client.h"
+#include "vmm/io/unix_socket.h"
 
 namespace dsec::test {
 namespace {
@@ -140,6 +144,30 @@ void expect_nothing_left(const PoolDaemon& daemon, const std::vector<pid_t>& vmm
   EXPECT_TRUE(std::filesystem::is_empty(daemon.state_dir(), ec)) << daemon.log();
 }
 
+// `request` (a whole HTTP/1.1 request that asks to close) on a fresh connection to the
+// daemon; everything it answered.
+std::string raw_exchange(const PoolDaemon& daemon, const std::string& request) {
+  auto fd = io::connect_unix(daemon.socket().string());
+  if (!fd) {
+    return fd.error().message();
+  }
+  // Blocking reads, within the daemon's deadline (the socket comes non-blocking).
+  ::fcntl(fd->get(), F_SETFL, ::fcntl(fd->get(), F_GETFL) & ~O_NONBLOCK);
+  const timeval limit{.tv_sec = std::chrono::duration_cast<std::chrono::seconds>(kDeadline).count(),
+                      .tv_usec = 0};
+  ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  if (::send(fd->get(), request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    return "send failed";
+  }
+  std::string answer;
+  std::array<char, 4096> buffer{};
+  for (ssize_t n; (n = ::recv(fd->get(), buffer.data(), buffer.size(), 0)) > 0;) {
+    answer.append(buffer.data(), static_cast<size_t>(n));
+  }
+  return answer;
+}
+
 TEST(Pool, AcquireExecReleaseAndBadInputThenACleanStop) {
   const auto& image = warm_image();
   ASSERT_TRUE(image.failure.empty()) << image.failure;
@@ -175,9 +203,12 @@ TEST(Pool, AcquireExecReleaseAndBadInputThenACleanStop) {
   EXPECT_THAT(bad.body, HasSubstr("unknown field 'gpus'"));
   bad = daemon.request("POST", "/sandboxes/sb-nobody/exec", R"({"argv": ["true"]})");
   EXPECT_EQ(bad.status, 404);
-  bad = daemon.request("POST", "/sandboxes", std::string(100 * 1024, ' '));
-  EXPECT_EQ(bad.status, 400);
-  EXPECT_THAT(bad.body, HasSubstr("larger than"));
+  // Bodies carry files: up to 8 MiB, refused from the Content-Length on.
+  const auto oversized = raw_exchange(daemon,
+                                      "POST /sandboxes HTTP/1.1\r\nHost: pool\r\nContent-Length: "
+                                      "9437184\r\n\r\n{\"image\": \"base\"}");
+  EXPECT_THAT(oversized, ::testing::StartsWith("HTTP/1.1 400")) << oversized;
+  EXPECT_THAT(oversized, HasSubstr("larger than"));
   bad = daemon.request("PUT", "/images/base", R"({"snapshot_dir": "/nowhere"})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_THAT(bad.body, HasSubstr("holds no warm image"));
@@ -294,6 +325,45 @@ TEST(Pool, ALongExecHoldsNoOtherRequest) {
   const auto slept = slow.get();
   ASSERT_EQ(slept.status, 200) << slept.body;
   EXPECT_EQ(json::parse(slept.body)["exit"], json({{"kind", "exited"}, {"code", 0}}));
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
+}
+
+// A file PUT into a sandbox through the pool is there for its commands, and comes back out
+// byte for byte with its mode.
+TEST(Pool, FilesGoInAndOutThroughThePool) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.register_image(image, {{"ready", 1}, {"max", 1}}));
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  ASSERT_EQ(acquired.status, 201) << acquired.body;
+  const std::string id = json::parse(acquired.body)["id"];
+  const std::string bytes("line one\n\0binary\xff\n", 18);
+  const auto put = raw_exchange(
+      daemon, "PUT /sandboxes/" + id + "/files HTTP/1.1\r\nHost: pool\r\nConnection: close\r\n" +
+                  "X-Dsec-Path: /tmp/from-host\r\nX-Dsec-Mode: 0750\r\nContent-Length: " +
+                  std::to_string(bytes.size()) + "\r\n\r\n" + bytes);
+  EXPECT_THAT(put, ::testing::StartsWith("HTTP/1.1 204")) << put;
+
+  const auto stat = daemon.request("POST", "/sandboxes/" + id + "/exec",
+                                   R"({"argv": ["stat", "-c", "%a %s", "/tmp/from-host"]})");
+  ASSERT_EQ(stat.status, 200) << stat.body;
+  EXPECT_EQ(json::parse(stat.body)["stdout"], "750 18\n");
+
+  const auto got = raw_exchange(daemon, "GET /sandboxes/" + id +
+                                            "/files HTTP/1.1\r\nHost: pool\r\nConnection: "
+                                            "close\r\nX-Dsec-Path: /tmp/from-host\r\n\r\n");
+  EXPECT_THAT(got, ::testing::StartsWith("HTTP/1.1 200")) << got;
+  EXPECT_THAT(got, HasSubstr("X-Dsec-Mode: 0750"));
+  EXPECT_TRUE(got.ends_with("\r\n\r\n" + bytes)) << "the bytes come back whole";
+
+  const auto missing = raw_exchange(daemon, "GET /sandboxes/" + id +
+                                                "/files HTTP/1.1\r\nHost: pool\r\nConnection: "
+                                                "close\r\nX-Dsec-Path: /no/such/file\r\n\r\n");
+  EXPECT_THAT(missing, ::testing::StartsWith("HTTP/1.1 502")) << missing;
+  EXPECT_THAT(missing, HasSubstr("/no/such/file"));
   EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
 }
 

@@ -211,6 +211,7 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
   restore
       ->add_option("--agent-timeout", options->agent_timeout_s,
                    "Seconds to wait for the clone's agent to take its entropy and clock")
+      ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   restore
       ->add_option("--ready-fd", options->ready_fd,

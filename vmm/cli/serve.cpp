@@ -197,6 +197,7 @@ void add_serve_command(CLI::App& app, CommandAction& action, Clock::time_point p
   serve
       ->add_option("--agent-timeout", options->agent_timeout_s,
                    "Seconds a loaded clone's agent has to take its entropy and clock")
+      ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   serve->callback([&action, options, process_start] {
     action = [options, process_start] { return serve_main(*options, process_start); };

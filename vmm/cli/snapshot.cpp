@@ -43,7 +43,9 @@ void add_socket_option(CLI::App& command, SnapshotOptions& options) {
       ->required();
   command
       .add_option("--timeout", options.timeout_s,
-                  "Seconds to wait for each answer (a snapshot writes all of the guest's memory)")
+                  "Seconds to wait for each answer (a snapshot create writes all of the guest's "
+                  "memory)")
+      ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
 }
 

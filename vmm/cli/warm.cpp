@@ -187,6 +187,7 @@ void add_warm_command(CLI::App& app, CommandAction& action, Clock::time_point pr
   warm_cmd
       ->add_option("--agent-timeout", options->agent_timeout_s,
                    "Seconds to wait for the agent after the boot starts")
+      ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   warm_cmd->callback([&action, options, process_start] {
     action = [options, process_start] { return warm_main(*options, process_start); };
