@@ -131,16 +131,7 @@ def tail(path, lines=30):
 
 def children(pid):
     """The processes whose parent is `pid`, zombies included (an unreaped VMM is a leak)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            if int(fields[1]) == pid:  # after the name: state, ppid
-                found.append(int(entry.name))
-    return found
+    return host.procs_with_stat_field(1, pid)
 
 
 def pool_cpu_seconds(pid):

@@ -81,8 +81,9 @@ def wait_ready(probe, since_ns, uds=None, cid=None, wait_s=120):
     return json.loads(out.stdout)["ready_ms"]
 
 
-def group_pids(pgid):
-    """The processes of process group `pgid`."""
+def procs_with_stat_field(index, value):
+    """The processes whose /proc/PID/stat field `index` (counted after the name: 0 state,
+    1 ppid, 2 pgrp, ...) is `value`."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -90,9 +91,14 @@ def group_pids(pgid):
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except (FileNotFoundError, ProcessLookupError):
                 continue
-            if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            if int(fields[index]) == value:
                 pids.append(int(entry.name))
     return pids
+
+
+def group_pids(pgid):
+    """The processes of process group `pgid`."""
+    return procs_with_stat_field(2, pgid)
 
 
 def cpu_seconds(pid):
