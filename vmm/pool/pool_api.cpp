@@ -82,7 +82,7 @@ api::Router pool_router(Pool& pool) {
           respond(bad_body(target.error()));
           return;
         }
-        pool.write_file(args[0], std::move(target->guest_path),
+        pool.write_file(args[0], target->guest_path,
                         GuestFile{.bytes = request.body, .mode = target->mode},
                         [respond = std::move(respond)](PoolResult<void> written) mutable {
                           respond(answer(written));
@@ -96,7 +96,7 @@ api::Router pool_router(Pool& pool) {
           respond(bad_body(target.error()));
           return;
         }
-        pool.read_file(args[0], std::move(target->guest_path),
+        pool.read_file(args[0], target->guest_path,
                        [respond = std::move(respond)](PoolResult<GuestFile> file) mutable {
                          if (!file) {
                            respond(HttpResponse::fault(file.error().message, file.error().status));
