@@ -198,38 +198,64 @@ def warm(staged, work, vcpus, memory):
     return snap
 
 
-# How the daemon logs a sandbox whose VMM ended on its own after it served (vmm/pool/pool.cpp).
-LOST_LINE = re.compile(r"pool: (sb-[0-9a-f-]+) lost: its VMM ([^;\n]+); its log ended")
+# How the daemon logs a sandbox lost after it served (vmm/pool/pool.cpp), with its VMM's
+# last log lines up to the daemon's next line.
+LOST_REPORT = re.compile(r"pool: (sb-[0-9a-f-]+) lost: its VMM ([^;\n]+); its log ended:\n(.*?)"
+                         r"(?=^\[[^]\n]+\] \[\w+\] pool: |\Z)", re.S | re.M)
 # dsec-vmm's exit status when its guest crashed (a kernel panic, a triple fault): the
 # guest's doing, not the daemon's nor the VMM's.
 GUEST_CRASHED = "exited with status 2"
+# A sandbox the daemon's health checks found silent ...
+STOPPED_ANSWERING = "stopped answering"
+# ... whose VMM still parked its vCPUs and logged their state on the daemon's SIGUSR1
+# (vmm/machine/machine.cpp): the VMM was alive, its guest had stalled.
+VMM_ANSWERED_SIGUSR1 = "interrupt state (the vCPUs parked to read it)"
+# How long the daemon takes at most to find a silent sandbox lost, at its default health
+# options (10 s between checks, 15 s for an answer, 2 failures), and kill it.
+HUNG_DETECTION_S = 2 * (10 + 15) + 5
+
+
+def guest_side(how, log_tail):
+    """Whether a loss, as the daemon reports it, was the guest's doing: a crash, or a stall
+    under a VMM that still answered."""
+    if how == GUEST_CRASHED:
+        return "a guest crash"
+    if how.startswith(STOPPED_ANSWERING) and VMM_ANSWERED_SIGUSR1 in log_tail:
+        return "a guest stall"
+    return None
 
 
 class GuestLost(Exception):
-    """A cycle's sandbox was lost because its guest crashed; the pool reported it."""
+    """A cycle's sandbox was lost to its guest (a crash, or a stall); the pool reported it."""
 
 
 def lost_reason(pool, sandbox_id, within_s=5):
-    """Why the pool says `sandbox_id` is gone, when it was lost to its guest's crash; else None.
-    A request can fail a moment before the pool reaps the VMM whose end broke it: asks again
-    until the sandbox is gone or `within_s` passed."""
+    """Why the pool says `sandbox_id` is gone, when it was lost to its guest; else None.
+    A request can fail a moment (or, for a stalled guest, the health checks' time) before
+    the pool finds the VMM whose end broke it: asks again until the sandbox is gone or
+    `within_s` passed."""
     deadline = time.monotonic() + within_s
     while True:
         status, answer = pool.request("GET", f"/sandboxes/{sandbox_id}")
         why = (answer or {}).get("fault_message", "")
-        if status == 410 and "was lost: its VMM " + GUEST_CRASHED in why:
-            return why
+        if status == 410:
+            how, _, log_tail = why.partition("was lost: its VMM ")[2].partition("; its log ended:")
+            return why if guest_side(how, log_tail) else None
         if status != 200 or time.monotonic() > deadline:
             return None
         time.sleep(0.1)
 
 
 def losses(log_path):
-    """The sandboxes the daemon's log reports lost: ({id: how its VMM ended} for guest
-    crashes, {id: how} for every other end)."""
+    """The sandboxes the daemon's log reports lost: ({id: what} for losses that were the
+    guest's doing, {id: how its VMM ended} for every other)."""
     guest, other = {}, {}
-    for sandbox_id, how in LOST_LINE.findall(Path(log_path).read_text(errors="replace")):
-        (guest if how == GUEST_CRASHED else other)[sandbox_id] = how
+    for sandbox_id, how, log_tail in LOST_REPORT.findall(Path(log_path).read_text(errors="replace")):
+        what = guest_side(how, log_tail)
+        if what:
+            guest[sandbox_id] = f"{what}: its VMM {how}"
+        else:
+            other[sandbox_id] = how
     return guest, other
 
 
@@ -254,14 +280,16 @@ def metric(pool, name):
 
 def run_checked(pool, sandbox_id, argv, stdout, what):
     """Runs `argv` in an acquired sandbox through the pool; checks that it exited 0 and
-    printed `stdout`. Returns its ms; raises GuestLost when the guest crashed meanwhile."""
+    printed `stdout`. Returns its ms; raises GuestLost when its guest crashed or stalled."""
     t0 = time.monotonic_ns()
     status, out = pool.request("POST", f"/sandboxes/{sandbox_id}/exec", {"argv": argv})
     ms = (time.monotonic_ns() - t0) / 1e6
     if status != 200 or out["exit"] != {"kind": "exited", "code": 0} or out["stdout"] != stdout:
         # Its log goes with the sandbox's other files: read it before the pool removes them.
         vmm_log = tail(pool.state_dir / "sandboxes" / (sandbox_id + ".log"))
-        why = lost_reason(pool, sandbox_id)
+        # An agent that did not answer may be a stalled guest: the health checks decide.
+        agent_silent = status in (502, 504)
+        why = lost_reason(pool, sandbox_id, HUNG_DETECTION_S if agent_silent else 5)
         if why:
             raise GuestLost(f"{what}: {sandbox_id} {why.splitlines()[0]}")
         raise RuntimeError(f"{what}: `{' '.join(argv)}` in {sandbox_id} gave {status} {out}; its VMM's log "

@@ -108,6 +108,33 @@ Status PoolClient::keepalive(const std::string& id) const {
   return {};
 }
 
+Result<PoolSandbox> PoolClient::pause(const std::string& id) const {
+  DSEC_TRY(check_name(id, "a sandbox's id"));
+  const std::string path = "/sandboxes/" + id + "/pause";
+  const auto body = DSEC_TRY(exchange(socket_path_, options_, "POST", path, "", 200));
+  return read_answer(body, "POST", path, detail::pool_sandbox_of);
+}
+
+Result<PoolSandbox> PoolClient::resume(const std::string& id) const {
+  DSEC_TRY(check_name(id, "a sandbox's id"));
+  const std::string path = "/sandboxes/" + id + "/resume";
+  const auto body = DSEC_TRY(exchange(socket_path_, options_, "POST", path, "", 200));
+  return read_answer(body, "POST", path, detail::pool_sandbox_of);
+}
+
+Status PoolClient::snapshot(const std::string& id, const std::string& snapshot_dir) const {
+  DSEC_TRY(check_name(id, "a sandbox's id"));
+  if (snapshot_dir.empty() || snapshot_dir.front() != '/') {
+    return std::unexpected(Error(ErrorCode::kInvalidArgument,
+                                 "the snapshot's directory must be an absolute path on the "
+                                 "daemon's host, not '" +
+                                     snapshot_dir + "'"));
+  }
+  DSEC_TRY(exchange(socket_path_, options_, "POST", "/sandboxes/" + id + "/snapshot",
+                    nlohmann::json{{"snapshot_dir", snapshot_dir}}.dump(), 201));
+  return {};
+}
+
 Result<PoolSandbox> PoolClient::sandbox(const std::string& id) const {
   DSEC_TRY(check_name(id, "a sandbox's id"));
   const std::string path = "/sandboxes/" + id;

@@ -100,6 +100,7 @@ dsec::Result<PoolSandbox> pool_sandbox_of(const nlohmann::json& value) {
   sandbox.vsock_path = DSEC_TRY(object.string("vsock"));
   sandbox.expires_in = DSEC_TRY(optional_ms(object, "expires_in_ms"));
   sandbox.idle_timeout = DSEC_TRY(optional_ms(object, "idle_timeout_ms"));
+  sandbox.paused = DSEC_TRY(object.optional_boolean("paused")).value_or(false);
   return sandbox;
 }
 

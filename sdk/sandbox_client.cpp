@@ -47,12 +47,14 @@ std::span<const uint8_t> stdin_bytes(const ExecRequest& request) {
           request.stdin_data.size()};
 }
 
-// A client of the VMM's API socket, which a pool's sandbox has none of.
+// A client of the VMM's API socket, which a pool's sandbox's client is not given.
 Result<api::ApiClient> api_client(const SandboxEndpoints& endpoints, const ClientOptions& options) {
   if (endpoints.api_socket_path.empty()) {
-    return std::unexpected(Error(ErrorCode::kInvalidArgument,
-                                 "this sandbox has no API socket (a pool's sandbox has none)",
-                                 "pause, resume and snapshot need its VMM's --api-sock"));
+    return std::unexpected(
+        Error(ErrorCode::kInvalidArgument,
+              "this sandbox's client has no API socket (a pool's sandbox's has none)",
+              "pause, resume and snapshot need its VMM's --api-sock; a pool's "
+              "sandbox is paused through its PoolClient"));
   }
   return api::ApiClient(endpoints.api_socket_path, options.api_timeout);
 }

@@ -367,6 +367,55 @@ TEST(Pool, FilesGoInAndOutThroughThePool) {
   EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
 }
 
+// A sandbox paused, resumed, and snapshotted into a new warm image that the pool then
+// serves: the fork has the file its parent wrote before the snapshot.
+TEST(Pool, PauseResumeAndASnapshotThatThePoolServesAsAnImage) {
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.register_image(image, {{"ready", 0}, {"max", 1}}));
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  ASSERT_EQ(acquired.status, 201) << acquired.body;
+  const std::string id = json::parse(acquired.body)["id"];
+  const std::string sandbox = "/sandboxes/" + id;
+
+  const auto paused = daemon.request("POST", sandbox + "/pause");
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  EXPECT_EQ(json::parse(paused.body)["paused"], true);
+  const auto refused = daemon.request("POST", sandbox + "/exec", R"({"argv": ["true"]})");
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  const auto resumed = daemon.request("POST", sandbox + "/resume");
+  ASSERT_EQ(resumed.status, 200) << resumed.body;
+  EXPECT_EQ(json::parse(resumed.body)["paused"], false);
+
+  const auto wrote = daemon.request("POST", sandbox + "/exec",
+                                    R"({"argv": ["sh", "-c", "echo parent > /tmp/mark; sync"]})");
+  ASSERT_EQ(wrote.status, 200) << wrote.body;
+  const std::string fork = (dir.path() / "fork").string();
+  const auto made =
+      daemon.request("POST", sandbox + "/snapshot", json{{"snapshot_dir", fork}}.dump());
+  ASSERT_EQ(made.status, 201) << made.body << daemon.log();
+  EXPECT_EQ(json::parse(made.body)["snapshot_dir"], fork);
+  const auto after = daemon.request("POST", sandbox + "/exec", R"({"argv": ["cat", "/tmp/mark"]})");
+  ASSERT_EQ(after.status, 200) << "the sandbox runs on after its snapshot: " << after.body;
+  EXPECT_EQ(json::parse(after.body)["stdout"], "parent\n");
+  ASSERT_EQ(daemon.request("DELETE", sandbox).status, 204);
+
+  const auto registered = daemon.request(
+      "PUT", "/images/fork", json{{"snapshot_dir", fork}, {"ready", 0}, {"max", 1}}.dump());
+  ASSERT_EQ(registered.status, 200) << registered.body;
+  const auto child = daemon.request("POST", "/sandboxes", R"({"image": "fork"})");
+  ASSERT_EQ(child.status, 201) << child.body << daemon.log();
+  const std::string child_id = json::parse(child.body)["id"];
+  const auto read = daemon.request("POST", "/sandboxes/" + child_id + "/exec",
+                                   R"({"argv": ["cat", "/tmp/mark"]})");
+  ASSERT_EQ(read.status, 200) << read.body;
+  EXPECT_EQ(json::parse(read.body)["stdout"], "parent\n");
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
+}
+
 TEST(Pool, TimeToLiveFreesASandboxAndAFullPoolRefusesWith429) {
   const auto& image = warm_image();
   ASSERT_TRUE(image.failure.empty()) << image.failure;

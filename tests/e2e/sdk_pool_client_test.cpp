@@ -54,6 +54,12 @@ TEST(SdkPool, AcquireExecThroughItsVsockAndRelease) {
   EXPECT_EQ(echoed->stdout_data, "from the pool\n");
 
   ASSERT_TRUE(pool.keepalive(sandbox->id));
+  const auto paused = pool.pause(sandbox->id);
+  ASSERT_TRUE(paused) << paused.error().to_string();
+  EXPECT_TRUE(paused->paused);
+  const auto resumed = pool.resume(sandbox->id);
+  ASSERT_TRUE(resumed) << resumed.error().to_string();
+  EXPECT_FALSE(resumed->paused);
   const auto listed = pool.sandboxes();
   ASSERT_TRUE(listed) << listed.error().to_string();
   ASSERT_EQ(listed->size(), 1U);

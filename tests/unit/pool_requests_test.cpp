@@ -115,21 +115,39 @@ TEST(PoolStateRecords, ARecordReadsBackAsWritten) {
   const SandboxRecord record{.id = "sb-0123",
                              .image = "base",
                              .process = {.pid = 4242, .start_time = 987654},
-                             .files = {.vsock = "/s/sb-0123.vsock", .log = "/s/sb-0123.log"},
+                             .files = {.vsock = "/s/sb-0123.vsock",
+                                       .log = "/s/sb-0123.log",
+                                       .api = "/s/sb-0123.api"},
                              .state = SandboxState::kInUse,
                              .expires_at_ms = 1700000000123,
-                             .idle_timeout_ms = 30000};
+                             .idle_timeout_ms = 30000,
+                             .paused = true};
   ASSERT_OK_AND_ASSIGN(auto back, parse_record(record_text(record)));
   EXPECT_EQ(back, record);
 }
 
-// A record written before idle timeouts existed still reads, with none.
-TEST(PoolStateRecords, ARecordWithoutAnIdleTimeoutReadsAsNone) {
+// A record written before idle timeouts and clone API sockets existed still reads, with
+// none, and not paused.
+TEST(PoolStateRecords, ARecordWithoutAnIdleTimeoutOrApiSocketReadsAsNone) {
   ASSERT_OK_AND_ASSIGN(auto back,
                        parse_record(R"({"id": "sb-1", "image": "base", "pid": 42, "start_time": 7,
                                   "vsock": "/s/v", "log": "/s/l", "state": "in_use",
                                   "expires_at_ms": 0})"));
   EXPECT_EQ(back.idle_timeout_ms, 0U);
+  EXPECT_EQ(back.files.api, "");
+  EXPECT_FALSE(back.paused);
+}
+
+TEST(PoolRequests, ASnapshotDirectoryIsAnAbsolutePath) {
+  ASSERT_OK_AND_ASSIGN(auto dir, parse_snapshot_dir(R"({"snapshot_dir": "/srv/forks/a/"})"));
+  EXPECT_EQ(dir, "/srv/forks/a");
+  EXPECT_THAT(error_of(parse_snapshot_dir(R"({"snapshot_dir": "forks/a"})")),
+              HasSubstr("must be an absolute path"));
+  EXPECT_THAT(error_of(parse_snapshot_dir(R"({"snapshot_dir": ""})")),
+              HasSubstr("'snapshot_dir' in the body must not be empty"));
+  EXPECT_THAT(error_of(parse_snapshot_dir("{}")), HasSubstr("'snapshot_dir'"));
+  EXPECT_THAT(error_of(parse_snapshot_dir(R"({"snapshot_dir": "/a", "resume": true})")),
+              HasSubstr("unknown field 'resume'"));
 }
 
 TEST(PoolStateRecords, ADamagedRecordIsRefusedWithWhy) {

@@ -17,146 +17,13 @@
 #include "tests/support/fake_vsock_endpoint.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
+#include "tests/unit/pool_test_fixture.h"
 #include "vmm/io/event_loop.h"
 
 namespace dsec::pool {
 namespace {
 
-using namespace std::chrono_literals;
-using ::testing::HasSubstr;
-
-// A "VMM" that logs a line, says it is ready, and sleeps until it is stopped.
-constexpr const char* kServes = "echo 'vmm: clone serving' >&2; echo ready >&3; exec sleep 600";
-
-class ShellLauncher final : public VmmLauncher {
- public:
-  explicit ShellLauncher(std::string script) : script_(std::move(script)) {}
-  Result<LaunchedVmm> launch(const std::string& /*snapshot_dir*/,
-                             const SandboxFiles& files) override {
-    return spawn_with_ready_pipe({"/bin/sh", "-c", script_}, files.log);
-  }
-
- private:
-  std::string script_;
-};
-
-// A launcher whose "VMMs" serve: each also has its vsock socket answered by `endpoint`.
-class ServingLauncher final : public VmmLauncher {
- public:
-  explicit ServingLauncher(test::FakeVsockEndpoint& endpoint) : endpoint_(endpoint) {}
-  Result<LaunchedVmm> launch(const std::string& /*snapshot_dir*/,
-                             const SandboxFiles& files) override {
-    if (!endpoint_.listen(files.vsock)) {
-      return fail("cannot bind " + files.vsock);
-    }
-    return spawn_with_ready_pipe({"/bin/sh", "-c", kServes}, files.log);
-  }
-
- private:
-  test::FakeVsockEndpoint& endpoint_;
-};
-
-bool process_exists(pid_t pid) {
-  return ::kill(pid, 0) == 0 || errno != ESRCH;
-}
-
-class PoolTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    // A warm image as the pool checks it: its two files (nothing restores them here).
-    std::filesystem::create_directories(dir_.file("warm"));
-    std::ofstream(dir_.file("warm/state")) << "state";
-    std::ofstream(dir_.file("warm/memory")) << "memory";
-    auto loop = io::EventLoop::create();
-    ASSERT_TRUE(loop) << loop.error().message();
-    loop_ = std::make_unique<io::EventLoop>(std::move(*loop));
-  }
-
-  // Health checks off: these "VMMs" have no vsock socket to answer them.
-  std::unique_ptr<Pool> make_pool(const std::string& script, PoolOptions options = {}) {
-    options.health_interval = 0ms;
-    return make_pool(std::make_unique<ShellLauncher>(script), options);
-  }
-  std::unique_ptr<Pool> make_pool(std::unique_ptr<VmmLauncher> launcher, PoolOptions options) {
-    auto state = StateDir::open(state_dir());
-    EXPECT_TRUE(state) << state.error().message();
-    options.stop_grace = 2s;
-    options.refill_backoff = 50ms;
-    options.ready_timeout = 20s;
-    return std::make_unique<Pool>(*loop_, std::move(*state), std::move(launcher), options);
-  }
-
-  ImageSpec image(uint32_t ready, uint32_t max, uint64_t ttl_s = 0) {
-    return {.name = "base",
-            .snapshot_dir = dir_.file("warm"),
-            .ready = ready,
-            .max = max,
-            .ttl_s = ttl_s};
-  }
-
-  // Runs the loop until `done` or `within` passed.
-  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds within = 20s) {
-    const auto deadline = std::chrono::steady_clock::now() + within;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        return false;
-      }
-      if (auto ran = loop_->run_once(50ms); !ran) {
-        ADD_FAILURE() << ran.error().message();
-        return false;
-      }
-    }
-    return true;
-  }
-
-  std::string state_dir() const { return dir_.file("state"); }
-
-  using Slot = std::shared_ptr<std::optional<PoolResult<nlohmann::json>>>;
-  // Starts an acquire; its answer lands in the returned slot.
-  Slot start_acquire(Pool& pool, const AcquireRequest& request) {
-    auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
-    pool.acquire(request, [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
-    return slot;
-  }
-  // An acquire's answer, the loop run until it came.
-  PoolResult<nlohmann::json> acquire_now(Pool& pool, const AcquireRequest& request) {
-    return wait_for(start_acquire(pool, request));
-  }
-  PoolResult<nlohmann::json> wait_for(const Slot& slot) {
-    EXPECT_TRUE(run_until([&] { return slot->has_value(); }));
-    return slot->value_or(std::unexpected(PoolError{.status = 0, .message = "no answer"}));
-  }
-
-  // A pool whose "VMMs" serve through `endpoint` (no health checks) with image(0, max), and
-  // one sandbox acquired from it (`idle_timeout_s` its lease's): the sandbox.
-  nlohmann::json acquire_serving(std::unique_ptr<Pool>& pool, test::FakeVsockEndpoint& endpoint,
-                                 uint32_t max, std::optional<uint64_t> idle_timeout_s = {}) {
-    pool =
-        make_pool(std::make_unique<ServingLauncher>(endpoint), PoolOptions{.health_interval = 0ms});
-    EXPECT_TRUE(pool->register_image(image(0, max)));
-    auto acquired = acquire_now(
-        *pool, {.image = "base", .ttl_s = std::nullopt, .idle_timeout_s = idle_timeout_s});
-    EXPECT_TRUE(acquired) << acquired.error().message;
-    return acquired.value_or(nlohmann::json::object());
-  }
-
-  // Starts an exec of `echo hi`; its answer lands in the returned slot.
-  Slot start_exec(Pool& pool, const std::string& id) {
-    auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
-    ExecCall call;
-    call.request.argv = {"echo", "hi"};
-    pool.exec(id, std::move(call),
-              [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
-    return slot;
-  }
-  // An exec's answer, the loop run until it came.
-  PoolResult<nlohmann::json> exec_now(Pool& pool, const std::string& id) {
-    return wait_for(start_exec(pool, id));
-  }
-
-  test::TempDir dir_;
-  std::unique_ptr<io::EventLoop> loop_;
-};
+using namespace test_fixture;
 
 TEST_F(PoolTest, KeepsReadyClonesAndRefillsAfterAnAcquire) {
   auto pool = make_pool(kServes);
@@ -292,7 +159,7 @@ TEST_F(PoolTest, AKilledVmmIsReportedLostWithItsLogAndReplaced) {
 TEST_F(PoolTest, AHungVmmIsReportedLostKilledAndReplaced) {
   test::FakeVsockEndpoint endpoint;
   auto pool = make_pool(
-      std::make_unique<ServingLauncher>(endpoint),
+      std::make_unique<ServingLauncher>(endpoint, kServesAndLogsState),
       PoolOptions{.health_interval = 100ms, .health_timeout = 200ms, .health_failures = 2});
   ASSERT_TRUE(pool->register_image(image(1, 2)));
   auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
@@ -315,10 +182,32 @@ TEST_F(PoolTest, AHungVmmIsReportedLostKilledAndReplaced) {
   EXPECT_THAT(lost.error().message,
               HasSubstr("lost: its VMM stopped answering (2 health checks in a row failed"));
   EXPECT_THAT(lost.error().message, HasSubstr("vmm: clone serving")) << "its log's last lines";
+  EXPECT_THAT(lost.error().message, HasSubstr("vmm: vcpu 0 at rip"))
+      << "what it logged on SIGUSR1, before it was killed";
   EXPECT_TRUE(run_until([&] { return !process_exists(pid); })) << "the hung VMM is killed";
   EXPECT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }))
       << "the pool refills";
   EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_hung_total 1"));
+}
+
+// A hung VMM that SIGUSR1 ends (no handler) is reported lost with its log all the same.
+TEST_F(PoolTest, AHungVmmThatSigusr1EndsIsReportedWithItsLog) {
+  test::FakeVsockEndpoint endpoint;
+  auto pool = make_pool(
+      std::make_unique<ServingLauncher>(endpoint),
+      PoolOptions{.health_interval = 100ms, .health_timeout = 200ms, .health_failures = 1});
+  ASSERT_TRUE(pool->register_image(image(1, 2)));
+  auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(acquired) << acquired.error().message;
+  const std::string id = (*acquired)["id"];
+  endpoint.silence((*acquired)["vsock"].get<std::string>());
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(id); }));
+  EXPECT_EQ(pool->sandbox_json(id).error().status, 410);
+  ASSERT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }));
+  const auto lost = pool->sandbox_json(id);
+  EXPECT_THAT(lost.error().message, HasSubstr("lost: its VMM stopped answering"));
+  EXPECT_THAT(lost.error().message, HasSubstr("vmm: clone serving"));
+  EXPECT_EQ(pool->counters().lost, 1U) << "one loss, though its VMM ended by itself";
 }
 
 // An exec waits on its sandbox's agent on a thread of its own: the pool answers other

@@ -54,6 +54,12 @@ Error error_of(const Result<T>& result, ErrorCode code) {
   return result.error();
 }
 
+TEST_F(SdkPoolClientTest, ASnapshotIntoARelativeDirectoryIsRefusedBeforeAnyRequest) {
+  const auto error =
+      error_of(client_.snapshot("sb-0123456789abcdef", "forks/a"), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message(), HasSubstr("must be an absolute path on the daemon's host"));
+}
+
 TEST_F(SdkPoolClientTest, ADaemonWithNoImagesListsNoImageAndNoSandbox) {
   const auto images = client_.images();
   ASSERT_TRUE(images) << images.error().to_string();
@@ -75,7 +81,10 @@ TEST_F(SdkPoolClientTest, AnUnknownIdIsRefusedWith404ByReleaseKeepaliveAndSandbo
   const std::string id = "sb-0123456789abcdef";
   for (const auto& error : {error_of(client_.release(id), ErrorCode::kPool),
                             error_of(client_.keepalive(id), ErrorCode::kPool),
-                            error_of(client_.sandbox(id), ErrorCode::kPool)}) {
+                            error_of(client_.sandbox(id), ErrorCode::kPool),
+                            error_of(client_.pause(id), ErrorCode::kPool),
+                            error_of(client_.resume(id), ErrorCode::kPool),
+                            error_of(client_.snapshot(id, dir_.file("fork")), ErrorCode::kPool)}) {
     EXPECT_EQ(error.http_status(), 404);
     EXPECT_THAT(error.message(), HasSubstr("no sandbox " + id + ": GET /sandboxes lists them"));
   }
@@ -190,7 +199,7 @@ TEST(SdkPoolSandbox, ItsClientTalksToItsVsockSocketAndRefusesTheApiItHasNot) {
   const auto paused = client.pause();
   ASSERT_FALSE(paused);
   EXPECT_EQ(paused.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_THAT(paused.error().message(), HasSubstr("no API socket (a pool's sandbox has none)"));
+  EXPECT_THAT(paused.error().message(), HasSubstr("has no API socket (a pool's sandbox's has none)"));
   EXPECT_FALSE(client.snapshot("/tmp/x"));
 }
 

@@ -45,6 +45,9 @@ TEST(SdkPoolReplies, ASandboxReadsWithItsLeaseAndIgnoresFieldsItDoesNotKnow) {
   EXPECT_EQ(sandbox->vsock_path, "/run/pool/sandboxes/sb-1.vsock");
   EXPECT_EQ(sandbox->expires_in, 899998ms);
   EXPECT_EQ(sandbox->idle_timeout, 120s);
+  EXPECT_FALSE(sandbox->paused);
+  value["paused"] = true;
+  EXPECT_TRUE(pool_sandbox_of(parsed(value))->paused);
 
   value.erase("expires_in_ms");
   value.erase("idle_timeout_ms");

@@ -21,8 +21,8 @@
 namespace dsec::pool {
 namespace {
 
-// How long a failed agent request's answer waits for its VMM's end, in case that is why.
-constexpr std::chrono::milliseconds kVmmEndGrace{500};
+// How long a hung VMM has to log its vCPUs' state (SIGUSR1) before SIGKILL.
+constexpr std::chrono::milliseconds kHungStateWait{500};
 
 // How many ended sandboxes the pool remembers, to tell a client why its id is gone.
 constexpr size_t kMaxEnded = 1024;
@@ -48,13 +48,12 @@ int64_t wall_ms_now() {
       .count();
 }
 
-PoolError error(int status, std::string message) {
-  return PoolError{.status = status, .message = std::move(message)};
-}
-
 void remove_files(const SandboxFiles& files) {
   ::unlink(files.vsock.c_str());
   ::unlink(files.log.c_str());
+  if (!files.api.empty()) {
+    ::unlink(files.api.c_str());
+  }
 }
 
 }  // namespace
@@ -259,6 +258,7 @@ void Pool::on_exit(const std::string& id) {
   switch (s.record.state) {
     case SandboxState::kStopping:
       spdlog::info("pool: {} stopped ({})", id, how);
+      report_hung(s);  // when it ended before its state was logged
       break;
     case SandboxState::kStarting: {
       ++counters_.refill_errors;
@@ -402,129 +402,6 @@ PoolResult<void> Pool::release(const std::string& id) {
   return {};
 }
 
-void Pool::run_agent_request(const std::string& id, AgentWork work, AgentDone done) {
-  auto sandbox = in_use(id);
-  if (!sandbox) {
-    done(std::unexpected(sandbox.error()));
-    return;
-  }
-  Sandbox& s = **sandbox;
-  // Shared: the task's completion calls it, or this does when the task cannot start.
-  auto finish = std::make_shared<AgentDone>(std::move(done));
-  auto succeeded = std::make_shared<bool>(false);
-  const uint64_t key = next_request_++;
-  auto task = BackgroundTask::start(
-      loop_,
-      [work = std::move(work), vsock = s.record.files.vsock, succeeded]() mutable {
-        *succeeded = work(vsock);
-      },
-      [this, key, id, finish, succeeded] {
-        // This runs inside the task's own completion: it goes when this returns.
-        const auto finished = std::move(agent_requests_.at(key));
-        agent_requests_.erase(key);
-        const auto it = sandboxes_.find(id);
-        if (*succeeded || it == sandboxes_.end() || pidfd_exited(it->second->pidfd.get())) {
-          (*finish)(end_agent_request(id));
-          return;
-        }
-        // It may have broken off because its VMM is dying: its end, which follows closely,
-        // tells the client more (a guest crash, say) than a closed connection.
-        auto later =
-            loop_.add_timer(kVmmEndGrace, [this, id, finish] { (*finish)(end_agent_request(id)); });
-        if (!later) {
-          (*finish)(end_agent_request(id));
-        }
-      });
-  if (!task) {
-    (*finish)(std::unexpected(error(503, "cannot run the request: " + task.error().message())));
-    return;
-  }
-  agent_requests_.emplace(key, std::move(*task));
-  ++s.agent_requests;
-  s.last_request = Clock::now();
-  arm_lease(s);  // no idle end while it runs
-}
-
-PoolResult<void> Pool::end_agent_request(const std::string& id) {
-  if (const auto ended = sandboxes_.find(id);
-      ended != sandboxes_.end() && pidfd_exited(ended->second->pidfd.get())) {
-    on_exit(id);  // before its pidfd's watch: the answer says how it ended
-  }
-  const auto it = sandboxes_.find(id);
-  Sandbox* s = it == sandboxes_.end() ? nullptr : it->second.get();
-  if (s != nullptr) {
-    --s->agent_requests;
-    // After the request: one longer than the idle timeout is no sign of a client gone.
-    s->last_request = Clock::now();
-  }
-  if (s == nullptr || s->record.state != SandboxState::kInUse) {
-    return std::unexpected(gone(id));
-  }
-  arm_lease(*s);
-  return {};
-}
-
-// An agent request that failed in a sandbox still in use is the guest's or the VMM's (502);
-// one whose sandbox was released, expired or lost meanwhile says that instead.
-PoolError Pool::agent_failure(const std::string& id, const std::string& what, const Error& e,
-                              const PoolResult<void>& still_in_use) const {
-  return still_in_use ? error(502, what + " sandbox " + id + " failed: " + e.message())
-                      : still_in_use.error();
-}
-
-void Pool::exec(const std::string& id, ExecCall call, Answer answer) {
-  auto outcome = std::make_shared<Result<ExecOutcome>>(fail("the exec did not run"));
-  run_agent_request(
-      id,
-      [outcome, call = std::move(call)](const std::string& vsock) {
-        *outcome = exec_in_sandbox(vsock, call);
-        return outcome->has_value();
-      },
-      [this, id, outcome, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
-        if (!*outcome) {
-          answer(std::unexpected(agent_failure(id, "exec in", outcome->error(), still_in_use)));
-          return;
-        }
-        answer(exec_outcome_json(**outcome));
-      });
-}
-
-void Pool::write_file(const std::string& id, const std::string& guest_path, GuestFile file,
-                      std::move_only_function<void(PoolResult<void>)> answer) {
-  auto written = std::make_shared<Status>(fail("the copy did not run"));
-  run_agent_request(
-      id,
-      [written, guest_path, file = std::move(file)](const std::string& vsock) {
-        *written = write_guest_file(vsock, guest_path, file);
-        return written->has_value();
-      },
-      [this, id, written, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
-        if (!*written) {
-          answer(std::unexpected(agent_failure(id, "copy into", written->error(), still_in_use)));
-          return;
-        }
-        answer({});
-      });
-}
-
-void Pool::read_file(const std::string& id, const std::string& guest_path,
-                     std::move_only_function<void(PoolResult<GuestFile>)> answer) {
-  auto read = std::make_shared<Result<GuestFile>>(fail("the copy did not run"));
-  run_agent_request(
-      id,
-      [read, guest_path](const std::string& vsock) {
-        *read = read_guest_file(vsock, guest_path);
-        return read->has_value();
-      },
-      [this, id, read, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
-        if (!*read) {
-          answer(std::unexpected(agent_failure(id, "copy out of", read->error(), still_in_use)));
-          return;
-        }
-        answer(std::move(**read));
-      });
-}
-
 PoolResult<void> Pool::keepalive(const std::string& id) {
   Sandbox* s = DSEC_TRY(in_use(id));
   s->last_request = Clock::now();
@@ -559,6 +436,9 @@ nlohmann::json Pool::sandbox_view(const Sandbox& s) const {
   }
   if (s.record.state == SandboxState::kInUse && s.record.idle_timeout_ms > 0) {
     view["idle_timeout_ms"] = s.record.idle_timeout_ms;
+  }
+  if (s.record.state == SandboxState::kInUse) {
+    view["paused"] = s.record.paused;
   }
   return view;
 }
@@ -621,7 +501,7 @@ void Pool::check_health() {
   for (auto& [id, s] : sandboxes_) {
     const bool serving =
         s->record.state == SandboxState::kReady || s->record.state == SandboxState::kInUse;
-    if (!serving || s->health) {
+    if (!serving || s->health || s->record.paused) {
       continue;
     }
     s->health = HealthCheck::start(
@@ -642,6 +522,10 @@ void Pool::on_health(const std::string& id, HealthVerdict verdict) {
     s.failed_checks = 0;
     return;
   }
+  if (s.record.paused) {
+    s.failed_checks = 0;  // it was paused while the check ran: no answer was due
+    return;
+  }
   if (verdict.health == Health::kUnchecked) {
     spdlog::warn("pool: {}: could not check its health: {}", id, verdict.why);
     return;
@@ -659,19 +543,46 @@ void Pool::on_health(const std::string& id, HealthVerdict verdict) {
   }
   ++counters_.lost;
   ++counters_.hung;
-  const std::string how =
-      fmt::format("stopped answering ({} health checks in a row failed, the last: {})",
-                  s.failed_checks, verdict.why);
-  const std::string tail = log_tail(s.record.files.log);
-  spdlog::warn("pool: {} lost: its VMM {}; its log ended:\n{}", id, how, tail);
-  remember_end(id, 410, "the sandbox was lost: its VMM " + how + "; its log ended:\n" + tail);
-  // Hung: SIGTERM may go unheard. Its end (the pidfd) removes it and refills.
+  s.hung = fmt::format("stopped answering ({} health checks in a row failed, the last: {})",
+                       s.failed_checks, verdict.why);
+  remember_end(id, 410, "the sandbox was lost: its VMM " + s.hung);
   cancel_timer(s);
   stop_watching_ready(s);
   s.record.state = SandboxState::kStopping;
   persist(s);
+  // Before SIGKILL, SIGUSR1: a VMM whose signal thread still runs logs where its vCPUs and
+  // devices stand, which tells a stalled guest from a stuck VMM. Its log is read, and the
+  // VMM killed, when that had a moment to come or when the VMM ended, whichever is first.
+  (void)signal_pidfd(s.pidfd.get(), SIGUSR1);
+  set_timer(s, kHungStateWait, &Pool::on_hung_state_logged);
+}
+
+void Pool::on_hung_state_logged(const std::string& id) {
+  const auto it = sandboxes_.find(id);
+  if (it == sandboxes_.end()) {
+    return;
+  }
+  Sandbox& s = *it->second;
+  s.timer.reset();
+  report_hung(s);
+  // Hung: SIGTERM may go unheard. Its end (the pidfd) removes it and refills.
   ::killpg(s.record.process.pid, SIGKILL);
   (void)signal_pidfd(s.pidfd.get(), SIGKILL);
+}
+
+void Pool::report_hung(Sandbox& s) {
+  if (s.hung.empty()) {
+    return;
+  }
+  const std::string tail = log_tail(s.record.files.log);
+  spdlog::warn("pool: {} lost: its VMM {}; its log ended:\n{}", s.record.id, s.hung, tail);
+  // The client that asks now learns what the log says too.
+  for (auto& ended : ended_) {
+    if (ended.id == s.record.id) {
+      ended.why += "; its log ended:\n" + tail;
+    }
+  }
+  s.hung.clear();
 }
 
 void Pool::on_ready_deadline(const std::string& id) {

@@ -54,6 +54,9 @@ struct PoolError {
 };
 template <typename T>
 using PoolResult = std::expected<T, PoolError>;
+inline PoolError error(int status, std::string message) {
+  return PoolError{.status = status, .message = std::move(message)};
+}
 
 struct PoolOptions {
   // Refuse a new clone when the host's used memory plus the clone's guest memory would
@@ -99,6 +102,15 @@ class Pool {
                   std::move_only_function<void(PoolResult<void>)> answer);
   void read_file(const std::string& id, const std::string& guest_path,
                  std::move_only_function<void(PoolResult<GuestFile>)> answer);
+  // Stops or restarts an acquired sandbox's vCPUs through its VMM's API socket; the answer
+  // is the sandbox as GET shows it. A paused sandbox keeps its lease; exec and files wait
+  // for its resume (409), health checks skip it.
+  void pause(const std::string& id, Answer answer);
+  void resume(const std::string& id, Answer answer);
+  // Writes the sandbox's snapshot into `dir` (absolute; made here, so it must not exist) as
+  // a warm image that PUT /images/NAME can register; a running sandbox is paused for it and
+  // resumed after. A snapshot that failed leaves no directory.
+  void snapshot(const std::string& id, const std::string& dir, Answer answer);
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
   PoolResult<void> keepalive(const std::string& id);
   PoolResult<nlohmann::json> sandbox_json(const std::string& id);
@@ -130,6 +142,7 @@ class Pool {
     std::unique_ptr<HealthCheck> health;  // the check in flight
     uint32_t agent_requests = 0;          // execs and copies running
     uint32_t failed_checks = 0;           // in a row
+    std::string hung;  // how it stopped answering, until its log is read and it is killed
   };
   // How a sandbox that is gone ended, for the client that asks about it later.
   struct Ended {
@@ -175,17 +188,26 @@ class Pool {
   void arm_lease(Sandbox& sandbox);
   void on_lease_end(const std::string& id);
   void on_kill_deadline(const std::string& id);
+  // A hung sandbox: its log is read (with the state SIGUSR1 made its VMM log), then SIGKILL.
+  void on_hung_state_logged(const std::string& id);
+  void report_hung(Sandbox& sandbox);
   // Starts a check of every ready and acquired sandbox that has none in flight.
   void check_health();
   void schedule_health_checks();
   void on_health(const std::string& id, HealthVerdict verdict);
-  // A blocking request to sandbox `id`'s agent (given its vsock socket), run on a thread of
-  // its own; `done` runs on the loop's thread after it, with whether the sandbox is still
-  // in use (else why it is gone), or at once with why the pool refuses the request.
+  // A blocking request to sandbox `id`'s agent or VMM (given its sockets), run on a thread
+  // of its own; `done` runs on the loop's thread after it, with whether the sandbox is
+  // still in use (else why it is gone), or at once with why the pool refuses the request:
+  // also when the sandbox is paused and the request `needs` its guest running.
   // `work` says whether the request succeeded.
-  using AgentWork = std::move_only_function<bool(const std::string& vsock)>;
+  enum class Needs { kRunningGuest, kVmmOnly };
+  using AgentWork = std::move_only_function<bool(const SandboxFiles& sockets)>;
   using AgentDone = std::move_only_function<void(PoolResult<void> still_in_use)>;
-  void run_agent_request(const std::string& id, AgentWork work, AgentDone done);
+  void run_agent_request(const std::string& id, AgentWork work, AgentDone done,
+                         Needs needs = Needs::kRunningGuest);
+  void set_paused(const std::string& id, bool paused, Answer answer);
+  // The sandbox `id` when it is acquired and its VMM has an API socket.
+  PoolResult<Sandbox*> with_api(const std::string& id);
   PoolResult<void> end_agent_request(const std::string& id);
   PoolError agent_failure(const std::string& id, const std::string& what, const Error& e,
                           const PoolResult<void>& still_in_use) const;

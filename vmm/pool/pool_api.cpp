@@ -110,6 +110,34 @@ api::Router pool_router(Pool& pool) {
                          respond(std::move(bytes));
                        });
       });
+  for (const bool pause : {true, false}) {
+    router.add_deferred(
+        Method::kPost, pause ? "/sandboxes/{id}/pause" : "/sandboxes/{id}/resume",
+        [&pool, pause](const HttpRequest&, const Args& args, api::Responder respond) {
+          auto respond_with = [respond =
+                                   std::move(respond)](PoolResult<nlohmann::json> sandbox) mutable {
+            respond(answer(sandbox));
+          };
+          if (pause) {
+            pool.pause(args[0], std::move(respond_with));
+          } else {
+            pool.resume(args[0], std::move(respond_with));
+          }
+        });
+  }
+  router.add_deferred(
+      Method::kPost, "/sandboxes/{id}/snapshot",
+      [&pool](const HttpRequest& request, const Args& args, api::Responder respond) {
+        auto dir = parse_snapshot_dir(request.body);
+        if (!dir) {
+          respond(bad_body(dir.error()));
+          return;
+        }
+        pool.snapshot(args[0], *dir,
+                      [respond = std::move(respond)](PoolResult<nlohmann::json> made) mutable {
+                        respond(answer(made, 201));
+                      });
+      });
   router.add(
       Method::kPost, "/sandboxes/{id}/keepalive",
       [&pool](const HttpRequest&, const Args& args) { return answer(pool.keepalive(args[0])); });

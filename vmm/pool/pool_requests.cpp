@@ -11,6 +11,8 @@ namespace dsec::pool {
 namespace {
 
 constexpr size_t kMaxNameLength = 64;
+// A snapshot directory's path: the state and memory files' names must stay under PATH_MAX.
+constexpr size_t kMaxSnapshotDirLen = 3072;
 // An exec's time limit when the request names none: the daemon answers nothing else while
 // an exec runs (docs/pool.md), so none runs unbounded.
 constexpr uint32_t kDefaultExecTimeoutMs = 60'000;
@@ -159,6 +161,22 @@ Result<ExecCall> parse_exec(std::string_view body) {
   }
   DSEC_TRY(object.finish());
   return call;
+}
+
+Result<std::string> parse_snapshot_dir(std::string_view body) {
+  auto object = DSEC_TRY(JsonObject::parse(body));
+  std::string dir = DSEC_TRY(object.string("snapshot_dir"));
+  DSEC_TRY(object.finish());
+  if (dir.empty() || dir.front() != '/' || dir.find('\0') != std::string::npos ||
+      dir.size() > kMaxSnapshotDirLen) {
+    return fail(
+        "'snapshot_dir' must be an absolute path, a directory the pool makes (it must "
+        "not exist; its parent must)");
+  }
+  while (dir.size() > 1 && dir.back() == '/') {
+    dir.pop_back();
+  }
+  return dir;
 }
 
 Result<FileTarget> parse_file_target(std::string_view path, std::string_view mode) {

@@ -50,6 +50,9 @@ inline constexpr std::string_view kPathHeader = "x-dsec-path";
 inline constexpr std::string_view kModeHeader = "x-dsec-mode";
 Result<FileTarget> parse_file_target(std::string_view path, std::string_view mode);
 
+// POST /sandboxes/{id}/snapshot: {"snapshot_dir": "/abs/new-dir"}, a directory to make.
+Result<std::string> parse_snapshot_dir(std::string_view body);
+
 // What a name (an image's, a sandbox's id) may hold: it becomes part of file names.
 Status check_name(std::string_view name, std::string_view what);
 

@@ -82,6 +82,8 @@ std::string record_text(const SandboxRecord& record) {
                                 {"start_time", record.process.start_time},
                                 {"vsock", record.files.vsock},
                                 {"log", record.files.log},
+                                {"api", record.files.api},
+                                {"paused", record.paused},
                                 {"state", state_name(record.state)},
                                 {"expires_at_ms", record.expires_at_ms},
                                 {"idle_timeout_ms", record.idle_timeout_ms}};
@@ -102,6 +104,9 @@ Result<SandboxRecord> parse_record(std::string_view text) {
   record.process.start_time = DSEC_TRY(object.unsigned_int("start_time"));
   record.files.vsock = DSEC_TRY(object.string("vsock"));
   record.files.log = DSEC_TRY(object.string("log"));
+  // Optional: a record of a daemon whose clones had no API socket still adopts.
+  record.files.api = DSEC_TRY(object.optional_string("api")).value_or("");
+  record.paused = DSEC_TRY(object.optional_boolean("paused")).value_or(false);
   record.state = DSEC_TRY(state_of(DSEC_TRY(object.string("state"))));
   const uint64_t expires = DSEC_TRY(object.unsigned_int("expires_at_ms"));
   if (expires > INT64_MAX) {
@@ -126,7 +131,7 @@ Result<StateDir> StateDir::open(std::string dir) {
 
 SandboxFiles StateDir::files_for(std::string_view id) const {
   const std::string base = sandboxes_dir() + "/" + std::string(id);
-  return {.vsock = base + ".vsock", .log = base + ".log"};
+  return {.vsock = base + ".vsock", .log = base + ".log", .api = base + ".api"};
 }
 
 Status StateDir::write_record(const SandboxRecord& record) const {

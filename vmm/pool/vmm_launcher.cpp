@@ -119,6 +119,9 @@ Result<LaunchedVmm> RestoreLauncher::launch(const std::string& snapshot_dir,
                                 files.vsock,
                                 "--ready-fd",
                                 std::to_string(kReadyFd)};
+  if (!files.api.empty()) {
+    argv.insert(argv.end(), {"--api-sock", files.api});
+  }
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   return spawn_with_ready_pipe(argv, files.log);
 }

@@ -20,6 +20,7 @@ namespace dsec::pool {
 struct SandboxFiles {
   std::string vsock;
   std::string log;
+  std::string api;  // its VMM's API socket (pause, resume, snapshot); empty: none
   bool operator==(const SandboxFiles&) const = default;
 };
 

@@ -32,11 +32,12 @@ struct PoolSandbox {
   std::optional<std::chrono::milliseconds> expires_in = std::nullopt;
   // How long it may go without a request that names it; none when not acquired or never.
   std::optional<std::chrono::milliseconds> idle_timeout = std::nullopt;
+  bool paused = false;  // PoolClient::pause stopped its vCPUs
 
   // A client of its guest agent: exec, copy_in, copy_out, straight to the vsock socket
-  // (output streamed, no 256 KiB cut). The pool's clones have no API socket, so its pause,
-  // resume and snapshot fail with ErrorCode::kInvalidArgument. Its calls do not renew the
-  // lease: call PoolClient::keepalive within the idle timeout.
+  // (output streamed, no 256 KiB cut). Its pause, resume and snapshot fail with
+  // ErrorCode::kInvalidArgument: the daemon must know of those, so they are PoolClient's.
+  // Its calls do not renew the lease: call PoolClient::keepalive within the idle timeout.
   SandboxClient client(ClientOptions options = {}) const {
     return SandboxClient(SandboxEndpoints{.vsock_path = vsock_path, .api_socket_path = {}},
                          options);
@@ -98,6 +99,16 @@ class DSEC_SDK_API PoolClient {
   Status release(const std::string& id) const;
   // Renews an acquired sandbox's idle timeout (sandbox() does too).
   Status keepalive(const std::string& id) const;
+  // Stops or restarts an acquired sandbox's vCPUs; the sandbox as it is now. While paused,
+  // it keeps its lease, the daemon's health checks spare it, and exec and files through
+  // the daemon are refused (409); an exec straight to its vsock socket waits.
+  Result<PoolSandbox> pause(const std::string& id) const;
+  Result<PoolSandbox> resume(const std::string& id) const;
+  // Writes the sandbox's snapshot into `snapshot_dir` (absolute, on the daemon's host; the
+  // daemon makes it, so it must not exist) as a warm image that register_image takes: a
+  // fork of the sandbox as it is now. A running sandbox is paused for it and resumed
+  // after. A failed snapshot leaves no directory.
+  Status snapshot(const std::string& id, const std::string& snapshot_dir) const;
   Result<PoolSandbox> sandbox(const std::string& id) const;
   Result<std::vector<PoolSandbox>> sandboxes() const;
 

@@ -1,0 +1,169 @@
+// Pause, resume and snapshot through the pool: each "VMM" is a `sh` script (the pool's
+// test fixture) whose API socket is served by the real VmApi over a fake backend, so that
+// the requests the pool sends and what it makes of the answers are both seen.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "tests/support/fake_vm_backend.h"
+#include "tests/support/fake_vsock_endpoint.h"
+#include "tests/unit/pool_test_fixture.h"
+#include "vmm/api/api_server.h"
+#include "vmm/api/vm_api.h"
+
+namespace dsec::pool {
+namespace {
+
+using namespace test_fixture;
+
+// One sandbox's VMM API: a running VM as far as its callers can tell.
+struct FakeVmmApi {
+  explicit FakeVmmApi(const std::string& socket) {
+    backend.current = api::InstanceState::kRunning;
+    auto started = api::ApiServer::start(
+        socket, [this](const api::HttpRequest& request) { return endpoints.handle(request); });
+    EXPECT_TRUE(started) << started.error().message();
+    if (started) {
+      server = std::move(*started);
+    }
+  }
+  test::FakeVmBackend backend;
+  api::VmApi endpoints{backend, "clone"};
+  std::unique_ptr<api::ApiServer> server;  // last: stopped first
+};
+
+// Serving "VMMs" whose API sockets are FakeVmmApis, by sandbox id.
+class ApiLauncher final : public VmmLauncher {
+ public:
+  ApiLauncher(test::FakeVsockEndpoint& endpoint,
+              std::map<std::string, std::unique_ptr<FakeVmmApi>>& apis)
+      : serving_(endpoint), apis_(apis) {}
+  Result<LaunchedVmm> launch(const std::string& snapshot_dir, const SandboxFiles& files) override {
+    const std::string id = std::filesystem::path(files.api).stem();
+    apis_[id] = std::make_unique<FakeVmmApi>(files.api);
+    return serving_.launch(snapshot_dir, files);
+  }
+
+ private:
+  ServingLauncher serving_;
+  std::map<std::string, std::unique_ptr<FakeVmmApi>>& apis_;
+};
+
+class PoolControlTest : public PoolTest {
+ protected:
+  // A pool with health checks every 100 ms, and one sandbox acquired from it: its id.
+  std::string acquire_one(PoolOptions options = {.health_interval = 100ms,
+                                                 .health_timeout = 200ms,
+                                                 .health_failures = 1}) {
+    pool_ = make_pool(std::make_unique<ApiLauncher>(endpoint_, apis_), options);
+    EXPECT_TRUE(pool_->register_image(image(0, 2)));
+    auto acquired = acquire_now(*pool_, {.image = "base", .ttl_s = std::nullopt});
+    EXPECT_TRUE(acquired) << acquired.error().message;
+    return acquired ? (*acquired)["id"].get<std::string>() : "";
+  }
+  using Call = void (Pool::*)(const std::string&, Pool::Answer);
+  PoolResult<nlohmann::json> call_now(Call call, const std::string& id) {
+    auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
+    ((*pool_).*call)(id, [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
+    return wait_for(slot);
+  }
+  PoolResult<nlohmann::json> snapshot_now(const std::string& id, const std::string& dir) {
+    auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
+    pool_->snapshot(id, dir,
+                    [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
+    return wait_for(slot);
+  }
+  std::string vsock_of(const std::string& id) {
+    return pool_->sandbox_json(id).value_or(nlohmann::json::object())["vsock"];
+  }
+
+  test::FakeVsockEndpoint endpoint_;
+  std::map<std::string, std::unique_ptr<FakeVmmApi>> apis_;
+  std::unique_ptr<Pool> pool_;
+};
+
+TEST_F(PoolControlTest, APausedSandboxRefusesExecAndIsNotHealthCheckedUntilResumed) {
+  const std::string id = acquire_one();
+  ASSERT_FALSE(id.empty());
+  auto paused = call_now(&Pool::pause, id);
+  ASSERT_TRUE(paused) << paused.error().message;
+  EXPECT_EQ((*paused)["paused"], true);
+  EXPECT_EQ(apis_.at(id)->backend.calls, std::vector<std::string>{"pause"});
+
+  auto refused = exec_now(*pool_, id);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().status, 409);
+  EXPECT_THAT(refused.error().message, HasSubstr("is paused: POST /sandboxes/" + id + "/resume"));
+
+  // A paused guest takes no vsock connection: the health checks must let it be.
+  endpoint_.silence(vsock_of(id));
+  run_until([] { return false; }, 1s);
+  EXPECT_EQ(pool_->counters().hung, 0U);
+  ASSERT_TRUE(pool_->sandbox_json(id));
+
+  auto resumed = call_now(&Pool::resume, id);
+  ASSERT_TRUE(resumed) << resumed.error().message;
+  EXPECT_EQ((*resumed)["paused"], false);
+  EXPECT_EQ(apis_.at(id)->backend.calls, (std::vector<std::string>{"pause", "resume"}));
+  // Resumed, and still silent: now the checks count.
+  EXPECT_TRUE(run_until([&] { return pool_->counters().hung == 1; }));
+}
+
+TEST_F(PoolControlTest, ASnapshotPausesTheSandboxWritesItsImageAndResumesIt) {
+  const std::string id = acquire_one();
+  ASSERT_FALSE(id.empty());
+  const std::string dir = dir_.file("fork");
+  auto made = snapshot_now(id, dir);
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_EQ((*made)["snapshot_dir"], dir);
+  const auto& backend = apis_.at(id)->backend;
+  EXPECT_EQ(backend.calls, (std::vector<std::string>{"pause", "create", "resume"}));
+  ASSERT_TRUE(backend.created);
+  EXPECT_EQ(backend.created->snapshot_path, dir + "/state");
+  EXPECT_EQ(backend.created->mem_file_path, dir + "/memory");
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+
+  auto again = snapshot_now(id, dir);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().status, 409);
+  EXPECT_THAT(again.error().message, HasSubstr("exists: name a new one"));
+
+  auto no_parent = snapshot_now(id, dir_.file("missing/fork"));
+  ASSERT_FALSE(no_parent);
+  EXPECT_EQ(no_parent.error().status, 400);
+  EXPECT_THAT(no_parent.error().message, HasSubstr("its parent must exist"));
+}
+
+TEST_F(PoolControlTest, AFailedSnapshotLeavesNoDirectoryAndTheSandboxRunning) {
+  const std::string id = acquire_one();
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(call_now(&Pool::pause, id));
+  apis_.at(id)->backend.fail_next = "the disk is full";
+  const std::string dir = dir_.file("fork");
+  auto failed = snapshot_now(id, dir);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().status, 502);
+  EXPECT_THAT(failed.error().message, HasSubstr("the disk is full"));
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  EXPECT_EQ(apis_.at(id)->backend.calls, (std::vector<std::string>{"pause", "create"}))
+      << "a sandbox paused by its client stays paused";
+  EXPECT_EQ(pool_->sandbox_json(id).value_or(nlohmann::json::object())["paused"], true);
+}
+
+TEST_F(PoolControlTest, ReleasedOrUnknownSandboxesCannotBePaused) {
+  const std::string id = acquire_one();
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(pool_->release(id));
+  auto released = call_now(&Pool::pause, id);
+  ASSERT_FALSE(released);
+  EXPECT_EQ(released.error().status, 410);
+  auto unknown = call_now(&Pool::resume, "sb-0000000000000000");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().status, 404);
+}
+
+}  // namespace
+}  // namespace dsec::pool

@@ -1,0 +1,244 @@
+// The pool's requests that run on a thread of their own (background_task.h), each against
+// one acquired sandbox: exec and files through its agent, pause, resume and snapshot
+// through its VMM's API socket.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "vmm/pool/pool.h"
+#include "vmm/pool/sandbox_control.h"
+#include "vmm/snapshot/snapshot_dir.h"
+
+namespace dsec::pool {
+namespace {
+
+// How long a failed agent request's answer waits for its VMM's end, in case that is why.
+constexpr std::chrono::milliseconds kVmmEndGrace{500};
+
+// Removes what a failed snapshot left in `dir`, and `dir`.
+void remove_snapshot_dir(const std::string& dir) {
+  const auto files = snapshot::snapshot_files(dir);
+  std::error_code ignored;
+  std::filesystem::remove(files.state, ignored);
+  std::filesystem::remove(files.memory, ignored);
+  std::filesystem::remove(dir, ignored);
+}
+
+}  // namespace
+
+void Pool::run_agent_request(const std::string& id, AgentWork work, AgentDone done, Needs needs) {
+  auto sandbox = in_use(id);
+  if (!sandbox) {
+    done(std::unexpected(sandbox.error()));
+    return;
+  }
+  Sandbox& s = **sandbox;
+  if (needs == Needs::kRunningGuest && s.record.paused) {
+    done(std::unexpected(
+        error(409, "sandbox " + id + " is paused: POST /sandboxes/" + id + "/resume first")));
+    return;
+  }
+  // Shared: the task's completion calls it, or this does when the task cannot start.
+  auto finish = std::make_shared<AgentDone>(std::move(done));
+  auto succeeded = std::make_shared<bool>(false);
+  const uint64_t key = next_request_++;
+  auto task = BackgroundTask::start(
+      loop_,
+      [work = std::move(work), sockets = s.record.files, succeeded]() mutable {
+        *succeeded = work(sockets);
+      },
+      [this, key, id, finish, succeeded] {
+        // This runs inside the task's own completion: it goes when this returns.
+        const auto finished = std::move(agent_requests_.at(key));
+        agent_requests_.erase(key);
+        const auto it = sandboxes_.find(id);
+        if (*succeeded || it == sandboxes_.end() || pidfd_exited(it->second->pidfd.get())) {
+          (*finish)(end_agent_request(id));
+          return;
+        }
+        // It may have broken off because its VMM is dying: its end, which follows closely,
+        // tells the client more (a guest crash, say) than a closed connection.
+        auto later =
+            loop_.add_timer(kVmmEndGrace, [this, id, finish] { (*finish)(end_agent_request(id)); });
+        if (!later) {
+          (*finish)(end_agent_request(id));
+        }
+      });
+  if (!task) {
+    (*finish)(std::unexpected(error(503, "cannot run the request: " + task.error().message())));
+    return;
+  }
+  agent_requests_.emplace(key, std::move(*task));
+  ++s.agent_requests;
+  s.last_request = Clock::now();
+  arm_lease(s);  // no idle end while it runs
+}
+
+PoolResult<void> Pool::end_agent_request(const std::string& id) {
+  if (const auto ended = sandboxes_.find(id);
+      ended != sandboxes_.end() && pidfd_exited(ended->second->pidfd.get())) {
+    on_exit(id);  // before its pidfd's watch: the answer says how it ended
+  }
+  const auto it = sandboxes_.find(id);
+  Sandbox* s = it == sandboxes_.end() ? nullptr : it->second.get();
+  if (s != nullptr) {
+    --s->agent_requests;
+    // After the request: one longer than the idle timeout is no sign of a client gone.
+    s->last_request = Clock::now();
+  }
+  if (s == nullptr || s->record.state != SandboxState::kInUse) {
+    return std::unexpected(gone(id));
+  }
+  arm_lease(*s);
+  return {};
+}
+
+// An agent request that failed in a sandbox still in use is the guest's or the VMM's (502);
+// one whose sandbox was released, expired or lost meanwhile says that instead.
+PoolError Pool::agent_failure(const std::string& id, const std::string& what, const Error& e,
+                              const PoolResult<void>& still_in_use) const {
+  return still_in_use ? error(502, what + " sandbox " + id + " failed: " + e.message())
+                      : still_in_use.error();
+}
+
+void Pool::exec(const std::string& id, ExecCall call, Answer answer) {
+  auto outcome = std::make_shared<Result<ExecOutcome>>(fail("the exec did not run"));
+  run_agent_request(
+      id,
+      [outcome, call = std::move(call)](const SandboxFiles& sockets) {
+        *outcome = exec_in_sandbox(sockets.vsock, call);
+        return outcome->has_value();
+      },
+      [this, id, outcome, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+        if (!*outcome) {
+          answer(std::unexpected(agent_failure(id, "exec in", outcome->error(), still_in_use)));
+          return;
+        }
+        answer(exec_outcome_json(**outcome));
+      });
+}
+
+void Pool::write_file(const std::string& id, const std::string& guest_path, GuestFile file,
+                      std::move_only_function<void(PoolResult<void>)> answer) {
+  auto written = std::make_shared<Status>(fail("the copy did not run"));
+  run_agent_request(
+      id,
+      [written, guest_path, file = std::move(file)](const SandboxFiles& sockets) {
+        *written = write_guest_file(sockets.vsock, guest_path, file);
+        return written->has_value();
+      },
+      [this, id, written, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+        if (!*written) {
+          answer(std::unexpected(agent_failure(id, "copy into", written->error(), still_in_use)));
+          return;
+        }
+        answer({});
+      });
+}
+
+void Pool::read_file(const std::string& id, const std::string& guest_path,
+                     std::move_only_function<void(PoolResult<GuestFile>)> answer) {
+  auto read = std::make_shared<Result<GuestFile>>(fail("the copy did not run"));
+  run_agent_request(
+      id,
+      [read, guest_path](const SandboxFiles& sockets) {
+        *read = read_guest_file(sockets.vsock, guest_path);
+        return read->has_value();
+      },
+      [this, id, read, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+        if (!*read) {
+          answer(std::unexpected(agent_failure(id, "copy out of", read->error(), still_in_use)));
+          return;
+        }
+        answer(std::move(**read));
+      });
+}
+
+PoolResult<Pool::Sandbox*> Pool::with_api(const std::string& id) {
+  Sandbox* s = DSEC_TRY(in_use(id));
+  if (s->record.files.api.empty()) {
+    return std::unexpected(
+        error(409, "sandbox " + id +
+                       " was started by a daemon whose clones had no API socket: it cannot be "
+                       "paused or snapshotted; release it and acquire another"));
+  }
+  return s;
+}
+
+void Pool::pause(const std::string& id, Answer answer) {
+  set_paused(id, true, std::move(answer));
+}
+
+void Pool::resume(const std::string& id, Answer answer) {
+  set_paused(id, false, std::move(answer));
+}
+
+void Pool::set_paused(const std::string& id, bool paused, Answer answer) {
+  if (auto s = with_api(id); !s) {
+    answer(std::unexpected(s.error()));
+    return;
+  }
+  auto done = std::make_shared<Status>(fail("the request did not run"));
+  run_agent_request(
+      id,
+      [done, paused](const SandboxFiles& sockets) {
+        *done = set_sandbox_paused(sockets.api, paused);
+        return done->has_value();
+      },
+      [this, id, paused, done, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+        if (!*done) {
+          answer(std::unexpected(
+              agent_failure(id, paused ? "pausing" : "resuming", done->error(), still_in_use)));
+          return;
+        }
+        if (!still_in_use) {
+          answer(std::unexpected(still_in_use.error()));
+          return;
+        }
+        Sandbox& s = *sandboxes_.at(id);
+        s.record.paused = paused;
+        s.failed_checks = 0;  // a check that failed while it paused says nothing
+        persist(s);
+        spdlog::info("pool: {} {}", id, paused ? "paused" : "resumed");
+        answer(sandbox_view(s));
+      },
+      Needs::kVmmOnly);
+}
+
+void Pool::snapshot(const std::string& id, const std::string& dir, Answer answer) {
+  auto sandbox = with_api(id);
+  if (!sandbox) {
+    answer(std::unexpected(sandbox.error()));
+    return;
+  }
+  std::error_code failed;
+  if (!std::filesystem::create_directory(dir, failed)) {
+    answer(std::unexpected(failed
+                               ? error(400, "cannot make the snapshot's directory " + dir + ": " +
+                                                failed.message() + " (its parent must exist)")
+                               : error(409, "the snapshot's directory " + dir +
+                                                " exists: name a new one (the pool makes it)")));
+    return;
+  }
+  const bool paused = (*sandbox)->record.paused;
+  auto done = std::make_shared<Status>(fail("the snapshot did not run"));
+  run_agent_request(
+      id,
+      [done, dir, paused](const SandboxFiles& sockets) {
+        *done = snapshot_sandbox(sockets.api, dir, paused);
+        return done->has_value();
+      },
+      [this, id, dir, done, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+        if (!*done) {
+          remove_snapshot_dir(dir);
+          answer(std::unexpected(agent_failure(id, "a snapshot of", done->error(), still_in_use)));
+          return;
+        }
+        spdlog::info("pool: {} snapshotted into {}", id, dir);
+        answer(nlohmann::json{{"id", id}, {"snapshot_dir", dir}});
+      },
+      Needs::kVmmOnly);
+}
+
+}  // namespace dsec::pool

@@ -1,0 +1,24 @@
+// Pause, resume and snapshot of a pool sandbox, through its VMM's API socket
+// (`dsec-vmm restore --api-sock`: Firecracker's PATCH /vm and PUT /snapshot/create).
+// Blocking; the pool runs them on a thread of their own (background_task.h).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "vmm/common/error.h"
+
+namespace dsec::pool {
+
+// How long one request to a clone's API may take: a snapshot writes the guest's memory.
+inline constexpr std::chrono::milliseconds kSandboxApiTimeout{120'000};
+
+// PATCH /vm {"state": "Paused"} or "Resumed".
+Status set_sandbox_paused(const std::string& api_socket, bool paused);
+
+// Writes the sandbox's snapshot into `dir` (it must exist, empty) as a warm image that
+// restores like `dsec-vmm warm`'s: its files `state` and `memory`. A running sandbox is
+// paused for it and resumed after, also when the snapshot failed.
+Status snapshot_sandbox(const std::string& api_socket, const std::string& dir, bool paused);
+
+}  // namespace dsec::pool
