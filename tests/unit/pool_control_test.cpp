@@ -4,9 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "tests/support/fake_vm_backend.h"
 #include "tests/support/fake_vsock_endpoint.h"
@@ -23,8 +25,12 @@ using namespace test_fixture;
 struct FakeVmmApi {
   explicit FakeVmmApi(const std::string& socket) {
     backend.current = api::InstanceState::kRunning;
-    auto started = api::ApiServer::start(
-        socket, [this](const api::HttpRequest& request) { return endpoints.handle(request); });
+    auto started = api::ApiServer::start(socket, [this](const api::HttpRequest& request) {
+      if (request.path == "/snapshot/create") {
+        std::this_thread::sleep_for(snapshot_time.load());  // the guest's memory being written
+      }
+      return endpoints.handle(request);
+    });
     EXPECT_TRUE(started) << started.error().message();
     if (started) {
       server = std::move(*started);
@@ -32,6 +38,7 @@ struct FakeVmmApi {
   }
   test::FakeVmBackend backend;
   api::VmApi endpoints{backend, "clone"};
+  std::atomic<std::chrono::milliseconds> snapshot_time{0ms};
   std::unique_ptr<api::ApiServer> server;  // last: stopped first
 };
 
@@ -135,6 +142,19 @@ TEST_F(PoolControlTest, ASnapshotPausesTheSandboxWritesItsImageAndResumesIt) {
   ASSERT_FALSE(no_parent);
   EXPECT_EQ(no_parent.error().status, 400);
   EXPECT_THAT(no_parent.error().message, HasSubstr("its parent must exist"));
+}
+
+// A paused guest answers no health check: a snapshot that takes long must not make its
+// sandbox look hung.
+TEST_F(PoolControlTest, ALongSnapshotIsNoHungSandbox) {
+  const std::string id = acquire_one();
+  ASSERT_FALSE(id.empty());
+  endpoint_.silence(vsock_of(id));  // as its paused guest would be
+  apis_.at(id)->snapshot_time = 1500ms;
+  auto made = snapshot_now(id, dir_.file("fork"));
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_EQ(pool_->counters().hung, 0U) << "15 checks were due while it was paused";
+  EXPECT_TRUE(pool_->sandbox_json(id));
 }
 
 TEST_F(PoolControlTest, AFailedSnapshotLeavesNoDirectoryAndTheSandboxRunning) {

@@ -501,7 +501,7 @@ void Pool::check_health() {
   for (auto& [id, s] : sandboxes_) {
     const bool serving =
         s->record.state == SandboxState::kReady || s->record.state == SandboxState::kInUse;
-    if (!serving || s->health || s->record.paused) {
+    if (!serving || s->health || s->record.paused || s->snapshots > 0) {
       continue;
     }
     s->health = HealthCheck::start(
@@ -522,7 +522,7 @@ void Pool::on_health(const std::string& id, HealthVerdict verdict) {
     s.failed_checks = 0;
     return;
   }
-  if (s.record.paused) {
+  if (s.record.paused || s.snapshots > 0) {
     s.failed_checks = 0;  // it was paused while the check ran: no answer was due
     return;
   }

@@ -142,7 +142,8 @@ class Pool {
     std::unique_ptr<HealthCheck> health;  // the check in flight
     uint32_t agent_requests = 0;          // execs and copies running
     uint32_t failed_checks = 0;           // in a row
-    std::string hung;  // how it stopped answering, until its log is read and it is killed
+    std::string hung;        // how it stopped answering, until its log is read and it is killed
+    uint32_t snapshots = 0;  // in flight (each pauses it): no health checks meanwhile
   };
   // How a sandbox that is gone ended, for the client that asks about it later.
   struct Ended {

@@ -222,6 +222,7 @@ void Pool::snapshot(const std::string& id, const std::string& dir, Answer answer
     return;
   }
   const bool paused = (*sandbox)->record.paused;
+  ++(*sandbox)->snapshots;  // a long one must not read as a hung sandbox
   auto done = std::make_shared<Status>(fail("the snapshot did not run"));
   run_agent_request(
       id,
@@ -230,6 +231,10 @@ void Pool::snapshot(const std::string& id, const std::string& dir, Answer answer
         return done->has_value();
       },
       [this, id, dir, done, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+        if (const auto it = sandboxes_.find(id); it != sandboxes_.end()) {
+          --it->second->snapshots;
+          it->second->failed_checks = 0;
+        }
         if (!*done) {
           remove_snapshot_dir(dir);
           answer(std::unexpected(agent_failure(id, "a snapshot of", done->error(), still_in_use)));
