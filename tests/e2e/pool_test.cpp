@@ -249,7 +249,16 @@ TEST(Pool, AVmmKilledWithSigkillIsReportedLostAndReplaced) {
   ASSERT_EQ(acquired.status, 201) << acquired.body;
   const json sandbox = json::parse(acquired.body);
   const std::string id = sandbox["id"];
+  // Mid-exec: the exec's client learns how the VMM ended.
+  auto exec = std::async(std::launch::async, [&] {
+    return daemon.request("POST", "/sandboxes/" + id + "/exec",
+                          R"({"argv": ["sleep", "60"], "timeout_ms": 90000})");
+  });
+  std::this_thread::sleep_for(2s);  // the exec is under way in the guest
   ASSERT_EQ(::kill(sandbox["pid"].get<pid_t>(), SIGKILL), 0);
+  const auto cut = exec.get();
+  EXPECT_EQ(cut.status, 410) << cut.body;
+  EXPECT_THAT(cut.body, HasSubstr("lost: its VMM killed by signal 9"));
 
   ASSERT_TRUE(eventually([&] { return daemon.request("GET", "/sandboxes/" + id).status == 410; }))
       << daemon.log();
