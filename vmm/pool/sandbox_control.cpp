@@ -1,9 +1,7 @@
 #include "vmm/pool/sandbox_control.h"
 
-#include <nlohmann/json.hpp>
-
 #include "vmm/api/api_client.h"
-#include "vmm/snapshot/snapshot_dir.h"
+#include "vmm/api/vm_control.h"
 
 namespace dsec::pool {
 namespace {
@@ -19,30 +17,13 @@ api::ApiClient client(const std::string& api_socket) {
 }  // namespace
 
 Status set_sandbox_paused(const std::string& api_socket, bool paused) {
-  return client(api_socket)
-      .send("PATCH", "/vm", nlohmann::json{{"state", paused ? "Paused" : "Resumed"}});
+  return paused ? api::pause_vm(client(api_socket)) : api::resume_vm(client(api_socket));
 }
 
 Status snapshot_sandbox(const std::string& api_socket, const std::string& dir, bool paused) {
-  const auto vmm = client(api_socket);
-  if (!paused) {
-    DSEC_TRY(vmm.send("PATCH", "/vm", nlohmann::json{{"state", "Paused"}}));
-  }
-  const auto files = snapshot::snapshot_files(dir);
-  const Status created =
-      vmm.send("PUT", "/snapshot/create",
-               nlohmann::json{{"snapshot_path", files.state}, {"mem_file_path", files.memory}});
-  if (!paused) {
-    if (const Status resumed = vmm.send("PATCH", "/vm", nlohmann::json{{"state", "Resumed"}});
-        !resumed) {
-      if (created) {
-        return resumed;
-      }
-      return fail(created.error().message() +
-                  "; and resuming it failed: " + resumed.error().message());
-    }
-  }
-  return created;
+  // A sandbox its client paused stays paused; one that ran runs on.
+  DSEC_TRY(api::create_snapshot(client(api_socket), dir, /*resume=*/!paused));
+  return ok();
 }
 
 }  // namespace dsec::pool

@@ -1,5 +1,5 @@
 // Pause, resume and snapshot of a pool sandbox, through its VMM's API socket
-// (`dsec-vmm restore --api-sock`: Firecracker's PATCH /vm and PUT /snapshot/create).
+// (`dsec-vmm restore --api-sock`), with the API client's steps (vmm/api/vm_control.h).
 // Blocking; the pool runs them on a thread of their own (background_task.h).
 #pragma once
 
