@@ -27,6 +27,7 @@ namespace {
 
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 constexpr auto kReadyDeadline = 300s;
@@ -145,6 +146,20 @@ TEST_F(SeccompTest, RestoreWarmAndServeInstallTheFiltersToo) {
   expect_violation_alone(
       vmm_with_selftest("main", {"serve", "--api-sock", local_path("dsec-seccomp-serve.api")}),
       "dsec-vmm", "main");
+}
+
+// stdio asks a character device whether it is a terminal (ioctl TCGETS) at stdout's first
+// write, which `warm` makes once its filters are in: on /dev/null, as on a terminal, that
+// call killed the VMM after the snapshot was written.
+TEST_F(SeccompTest, AWarmWhoseStdoutIsDevNullEndsWell) {
+  TempDir dir;
+  const std::string out = dir.file("warm").string();
+  const ProcessOutput warm = run_process(
+      {"sh", "-c", std::string("exec \"$0\" warm --out \"$1\" >/dev/null"), kVmmBinary, out},
+      kReadyDeadline);
+  EXPECT_EQ(warm.exit_status, 0) << warm.describe();
+  EXPECT_THAT(warm.err, Not(HasSubstr("seccomp"))) << warm.describe();
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / "state")) << warm.describe();
 }
 
 TEST_F(SeccompTest, ServesApiThreadTakesItsFilterWithTheSnapshotItLoads) {
