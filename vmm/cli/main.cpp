@@ -2,7 +2,6 @@
 #include <pthread.h>
 #include <spdlog/cfg/env.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -32,17 +31,6 @@ void limit_thread_stacks() {
   pthread_attr_destroy(&attr);
 }
 
-// stdio picks stdout's buffering at its first write, and where stdout is a character
-// device (a terminal, /dev/null) it asks the kernel with ioctl(TCGETS) whether it is a
-// terminal. A VMM's main thread writes to stdout once its seccomp filter is in (`warm`
-// prints the snapshot's directory), where that ioctl is forbidden: `dsec-vmm warm
-// >/dev/null` was killed so. Pick it now, as stdio would, with a buffer of our own so
-// that nothing is allocated later either.
-void settle_stdout_buffering() {
-  static char buffer[BUFSIZ];
-  (void)std::setvbuf(stdout, buffer, ::isatty(STDOUT_FILENO) != 0 ? _IOLBF : _IOFBF, sizeof buffer);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -52,7 +40,6 @@ int main(int argc, char** argv) try {
   spdlog::set_default_logger(dsec::cli::make_vmm_logger());
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows the start-up phases
   limit_thread_stacks();
-  settle_stdout_buffering();
   // A closed pipe or socket (the console's reader gone, an exec's client) is an error the
   // write reports, never a signal that kills the VMM and its guest.
   (void)std::signal(SIGPIPE, SIG_IGN);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
@@ -105,6 +106,13 @@ void prepare_process() {
     // would give threads arenas of their own, count the CPUs in /sys to size their number,
     // and read /proc/sys/vm/overcommit_memory before it first shrinks one's heap.
     ::mallopt(M_ARENA_MAX, 1);
+    // stdout's buffering, which stdio picks at its first write: where stdout is a character
+    // device (a terminal, /dev/null) it asks whether it is a terminal with ioctl(TCGETS),
+    // which no role allows (`warm` prints its directory from its filtered main thread). The
+    // same choice, now, with a buffer of our own so that none is allocated later either.
+    static char stdout_buffer[BUFSIZ];
+    (void)std::setvbuf(stdout, stdout_buffer, ::isatty(STDOUT_FILENO) != 0 ? _IOLBF : _IOFBF,
+                       sizeof stdout_buffer);
   });
 }
 
