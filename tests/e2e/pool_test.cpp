@@ -230,7 +230,8 @@ TEST(Pool, AcquireExecReleaseAndBadInputThenACleanStop) {
   EXPECT_THAT(metrics, HasSubstr("dsec_pool_restore_seconds_count"));
 
   std::vector<pid_t> vmms;
-  for (const auto& s : daemon.get("/sandboxes")["sandboxes"]) {
+  const auto listed = daemon.get("/sandboxes");  // the loop must not outlive it
+  for (const auto& s : listed["sandboxes"]) {
     vmms.push_back(s["pid"]);
   }
   const int status = daemon.stop(SIGTERM);

@@ -398,7 +398,8 @@ TEST_F(PoolTest, ShutdownStopsEveryProcessAndLeavesNoFile) {
   auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_TRUE(acquired) << acquired.error().message;
   std::vector<pid_t> pids;
-  for (const auto& s : pool->sandboxes_json()["sandboxes"]) {
+  const auto listed = pool->sandboxes_json();  // the loop must not outlive it
+  for (const auto& s : listed["sandboxes"]) {
     pids.push_back(s["pid"]);
   }
   pool->shutdown();
