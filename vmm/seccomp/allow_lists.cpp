@@ -297,9 +297,14 @@ std::vector<SyscallRule> sanitizer_runtime_allow_list() {
       allow("sigaltstack"),
       allow("rt_sigaction"),
       allow("getppid"),
-      // /proc/self/task and /proc/self/maps
+      // /proc/self/task and /proc/self/maps; GCC 12's runtime opens with open(2) and lists
+      // and rewinds the directory with getdents(2) and lseek(2) on x86-64 (a tracer killed
+      // for them left the exiting VMM spinning, waiting for it, never exiting)
       allow("openat"),
+      allow("open"),
       allow("getdents64"),
+      allow("getdents"),
+      allow("lseek"),
       allow("read"),
       allow("close"),
       allow("newfstatat"),
