@@ -80,6 +80,7 @@ class VsockPeer {
                        0});
       }
       if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+      const size_t polled = conns.size();  // one accepted below has no entry in fds yet
       if ((fds[0].revents & POLLIN) != 0) {
         UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
         if (conn) {
@@ -87,7 +88,7 @@ class VsockPeer {
           written.push_back(0);
         }
       }
-      for (size_t i = 0; i < conns.size(); ++i) {
+      for (size_t i = 0; i < polled; ++i) {
         const short revents = fds[i + 1].revents;
         if ((revents & POLLOUT) != 0) {
           const ssize_t n = ::send(conns[i].get(), greeting.data() + written[i],
