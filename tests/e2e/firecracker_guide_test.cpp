@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/debian_image.h"
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
@@ -249,7 +250,7 @@ TEST(FirecrackerGuide, TheGuidesCurlCallsBootTheExt4RootFileSystemToAShell) {
   // Its second terminal: the calls, each answered without a fault.
   const auto calls = run_command(
       "cd " + guide.dir().string() + " && API_SOCKET=" + socket + " TAP_DEV=" + guide.tap() +
-          " bash " DSEC_SOURCE_DIR "/tests/e2e/firecracker_getting_started.sh 2>&1",
+          " bash " + dsec::test::source_path("/tests/e2e/firecracker_getting_started.sh") + " 2>&1",
       300s);
   ASSERT_EQ(calls.exit_status, 0) << calls.output << vmm.describe();
   EXPECT_THAT(calls.output, Not(HasSubstr("fault_message"))) << vmm.describe();

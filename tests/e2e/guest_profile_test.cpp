@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/dsec_vmm.h"
 
 namespace dsec::test {
@@ -26,8 +27,8 @@ TEST(GuestProfile, AProfiledBootStillBootsAndItsSamplesResolveToKernelFunctions)
   if (image.vmlinux.empty()) {
     return;
   }
-  const std::filesystem::path profile =
-      std::filesystem::path(DSEC_BINARY_DIR) / ("e2e-guest-profile-" + std::to_string(::getpid()));
+  const std::filesystem::path profile = std::filesystem::path(dsec::test::binary_path("")) /
+                                        ("e2e-guest-profile-" + std::to_string(::getpid()));
   const ProcessOutput run = run_vmm({"run", "--kernel", image.vmlinux.string(), "--profile-guest",
                                      profile.string(), "--profile-interval-us", "500"},
                                     kBootDeadline);
@@ -55,7 +56,7 @@ TEST(GuestProfile, AProfiledBootStillBootsAndItsSamplesResolveToKernelFunctions)
   EXPECT_GE(samples, 20);
   EXPECT_GE(kernel_samples, samples / 2) << "the guest boots in its kernel, not in user space";
 
-  const ProcessOutput report = run_process({DSEC_SOURCE_DIR "/tools/guest-profile",
+  const ProcessOutput report = run_process({dsec::test::source_path("/tools/guest-profile"),
                                             profile.string(), "--vmlinux", image.vmlinux.string()},
                                            60s);
   ASSERT_EQ(report.exit_status, 0) << report.describe();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/hostile/script.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "vmm/common/unique_fd.h"
@@ -25,8 +26,8 @@
 
 namespace dsec::test::hostile {
 
-inline const std::string kGuestKernel = DSEC_BINARY_DIR "/tests/hostile-guest.elf";
-inline const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+inline const std::string kGuestKernel = dsec::test::binary_path("/tests/hostile-guest.elf");
+inline const std::string kVmm = dsec::test::binary_path("/vmm/dsec-vmm");
 
 // The disk: 2048 sectors, each filled with the 8-byte word disk_word(sector).
 inline constexpr uint64_t kDiskSectors = 2048;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/run_command.h"
 
 namespace dsec::test {
@@ -16,8 +17,8 @@ namespace dsec::test {
 // The file an images/ build script (`script`: build-rootfs, build-rootfs-ext4) has in the
 // cache: the `image=` line of its --print.
 inline std::filesystem::path cached_image(const std::string& script) {
-  const ProcessOutput found = run_process(
-      {std::string(DSEC_SOURCE_DIR "/images/") + script, "--print"}, std::chrono::seconds(60));
+  const ProcessOutput found = run_process({dsec::test::source_path("/images/") + script, "--print"},
+                                          std::chrono::seconds(60));
   constexpr std::string_view kKey = "image=";
   const size_t at = found.out.find(kKey);
   if (found.exit_status != 0 || at == std::string::npos) {

@@ -12,12 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
 namespace dsec::test {
 
-inline const std::string kVmmBinary = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+inline const std::string kVmmBinary = dsec::test::binary_path("/vmm/dsec-vmm");
 
 // Runs `dsec-vmm ARGS...` with stdin from /dev/null; killed at the deadline, after a
 // SIGUSR1 that makes a `dsec-vmm run` log where its guest's interrupts and devices stood.

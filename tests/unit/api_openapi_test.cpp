@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/fake_vm_backend.h"
 #include "tests/support/file_text.h"
 #include "vmm/api/vm_api.h"
@@ -29,7 +30,7 @@ std::string operation(std::string_view method, std::string_view path) {
 }
 
 nlohmann::json description() {
-  return nlohmann::json::parse(test::file_text(DSEC_SOURCE_DIR "/docs/api-openapi.json"));
+  return nlohmann::json::parse(test::file_text(dsec::test::source_path("/docs/api-openapi.json")));
 }
 
 std::set<std::string> described_operations(const nlohmann::json& document) {

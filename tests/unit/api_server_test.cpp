@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/fake_vm_backend.h"
 #include "tests/support/open_fds.h"
 #include "tests/support/result_matchers.h"
@@ -32,7 +33,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+const std::string kVmm = dsec::test::binary_path("/vmm/dsec-vmm");
 
 class ApiServerTest : public ::testing::Test {
  protected:

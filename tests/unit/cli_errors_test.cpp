@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/run_command.h"
 
 namespace dsec::test {
@@ -12,7 +13,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+const std::string kVmm = dsec::test::binary_path("/vmm/dsec-vmm");
 
 TEST(CliErrors, HelpListsTheSmokeSubcommand) {
   const CommandOutput help = run_command(kVmm + " --help");

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/run_command.h"
 
 namespace dsec::test {
@@ -13,7 +14,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+const std::string kVmm = dsec::test::binary_path("/vmm/dsec-vmm");
 
 TEST(CliSeccomp, EveryCommandThatRunsAVmTakesTheModeAndRunDocumentsItsExitStatus) {
   for (const char* command : {"run", "warm", "restore", "serve"}) {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/file_text.h"
 #include "tests/support/result_matchers.h"
 #include "vmm/machine/machine_config.h"
@@ -99,7 +100,7 @@ TEST(GuestProfiler, WriteToAMissingDirectorySaysWhatToDo) {
 
 MachineConfig profiled_config(std::string path, std::chrono::microseconds interval) {
   MachineConfig config;
-  config.kernel_path = DSEC_SOURCE_DIR "/CMakeLists.txt";  // any regular file
+  config.kernel_path = dsec::test::source_path("/CMakeLists.txt");  // any regular file
   config.guest_profile_path = std::move(path);
   config.guest_profile_interval = interval;
   return config;

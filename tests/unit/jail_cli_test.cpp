@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
@@ -15,7 +16,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+const std::string kVmm = dsec::test::binary_path("/vmm/dsec-vmm");
 
 class JailCli : public ::testing::Test {
  protected:

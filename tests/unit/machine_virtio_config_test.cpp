@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/result_matchers.h"
 #include "vmm/arch/x86_64/layout.h"
 #include "vmm/machine/config_parts.h"
@@ -22,7 +23,7 @@ using ::testing::IsEmpty;
 
 MachineConfig config_with(bool rng, std::string cmdline) {
   MachineConfig config;
-  config.kernel_path = DSEC_SOURCE_DIR "/CMakeLists.txt";  // any regular file
+  config.kernel_path = dsec::test::source_path("/CMakeLists.txt");  // any regular file
   config.cmdline = std::move(cmdline);
   config.rng = rng;
   return config;
@@ -79,7 +80,7 @@ TEST(MachineVirtioConfig, NetComesAfterVsockAndBeforeRngAndIsValidated) {
 }
 
 TEST(MachineVirtioConfig, TheRootDriveIsOnTheCommandLineAfterTheDevicesAndBeforeTheUsersWords) {
-  const std::string file = DSEC_SOURCE_DIR "/CMakeLists.txt";
+  const std::string file = dsec::test::source_path("/CMakeLists.txt");
   MachineConfig config = config_with(false, "console=ttyS0 -- init-arg");
   config.drives = {{.path = file, .read_only = false, .id = "data"},
                    {.path = file, .read_only = true, .id = "rootfs", .is_root = true}};

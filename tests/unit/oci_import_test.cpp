@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/file_text.h"
 #include "tests/support/oci_layout_builder.h"
 #include "tests/support/run_command.h"
@@ -28,7 +29,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+const std::string kVmm = dsec::test::binary_path("/vmm/dsec-vmm");
 
 std::vector<std::string> names_in(const fs::path& dir) {
   std::vector<std::string> names;

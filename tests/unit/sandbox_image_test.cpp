@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
@@ -20,7 +21,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-const std::string kVmm = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+const std::string kVmm = dsec::test::binary_path("/vmm/dsec-vmm");
 
 // A file of `size` bytes; when `erofs`, with the start of an EROFS superblock at byte 1024
 // (as much of it as fits): the magic, 4096-byte blocks (log2 at +12), and `blocks` blocks

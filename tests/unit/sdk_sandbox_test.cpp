@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "dsec/sandbox.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/open_fds.h"
 #include "tests/support/temp_dir.h"
 
@@ -20,7 +21,7 @@ class SdkSandboxTest : public ::testing::Test {
  protected:
   LaunchOptions launch() const {
     LaunchOptions launch;
-    launch.vmm_binary = DSEC_BINARY_DIR "/vmm/dsec-vmm";
+    launch.vmm_binary = dsec::test::binary_path("/vmm/dsec-vmm");
     launch.runtime_parent = runtime_.path();
     launch.ready_timeout = std::chrono::seconds(60);
     return launch;

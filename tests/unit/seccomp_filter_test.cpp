@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/file_text.h"
 #include "tests/support/result_matchers.h"
 #include "vmm/kvm/linux_kvm.h"
@@ -227,7 +228,7 @@ TEST(SeccompPolicy, TheSelftestMakesItsRolesThreadCallWhatNoRoleMay) {
 // docs/seccomp.md's heading of each role's list, "### vcpu (19 calls, 4 ioctls)", counts
 // what the list allows, and the page names every call of every list.
 TEST(SeccompDocs, ThePageCountsAndNamesWhatEachRoleMayCall) {
-  const std::string page = test::file_text(DSEC_SOURCE_DIR "/docs/seccomp.md");
+  const std::string page = test::file_text(dsec::test::source_path("/docs/seccomp.md"));
   ASSERT_FALSE(page.empty());
   for (const Role role : kAllRoles) {
     std::set<std::string_view> calls;
