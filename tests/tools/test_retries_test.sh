@@ -43,6 +43,7 @@ kvm-harness: the test-bed kernel logged a fault while running: x (its exit statu
  4/6 Test #802: Fake.Echo .........................***Failed    1.01 sec
 FAIL harness: the output was:
   | kvm-harness: TESTBED-FAULT kind=kernel-fault status=1: BUG: soft lockup
+  |  1/1 Test  #9: Quoted.Try ..........   Passed    1.00 sec
       Start 803: Asan.Uaf
  5/6 Test #803: Asan.Uaf ..........................***Failed    1.01 sec
 ==4242==ERROR: AddressSanitizer: heap-use-after-free on address 0x602000000010
