@@ -144,14 +144,15 @@ for page in "${pages[@]}"; do
   run_page "$page" "$dir" "$scripts" || status=$?
   clean_run
   if [[ $status == 2 ]]; then
-    # A fresh test-bed VM has an empty /run: the page runs again from its first block. The
-    # rerun is named here and in $DSEC_TEST_RERUN_LOG, whose lines tools/test prints in its
-    # retry table at the end (the output of a test that passed is not in ctest's log), and
-    # a second fault fails the test.
+    # The page runs again from its first block, in a fresh test-bed VM where the harness
+    # ended the old one (an empty /run), else with /run as before the page. The rerun is
+    # named here and in $DSEC_TEST_RERUN_LOG, whose lines tools/test prints in its retry
+    # table at the end (the output of a test that passed is not in ctest's log), and a
+    # second fault fails the test.
     rerun="doc_blocks: TESTBED-RERUN page=$page fault=$fault"
     echo "$rerun"
     [[ -z ${DSEC_TEST_RERUN_LOG:-} ]] || echo "$rerun" >>"$DSEC_TEST_RERUN_LOG"
-    echo "doc_blocks: the test bed failed under $page (not the page's fault); running its blocks once more in a fresh test-bed VM"
+    echo "doc_blocks: the test bed failed under $page (not the page's fault); running its blocks once more"
     status=0
     run_page "$page" "$dir" "$scripts" || status=$?
     clean_run
