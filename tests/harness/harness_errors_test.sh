@@ -19,6 +19,17 @@ expect bad-kernel-package 2 "could not download the test-bed kernel package 'lin
   env DSEC_FORCE_EMULATE=1 DSEC_CACHE="$tmp/cache" DSEC_TESTBED_KERNEL_PKG=linux-image-0.0.0-none-amd64 \
   "$harness" -- true
 
+# kernel-path: the bzImage where the harness keeps the test-bed kernel (what the unit
+# test that parses it reads), or an error that says what to do; no download for a cached one.
+fake=linux-image-9.9-fake-amd64
+mkdir -p "$tmp/kcache/testbed/$fake/root/boot"
+touch "$tmp/kcache/testbed/$fake/.unpacked"
+expect kernel-path-missing 2 "no vmlinuz-* in $tmp/kcache/testbed/$fake/root/boot" -- \
+  env DSEC_CACHE="$tmp/kcache" DSEC_TESTBED_KERNEL_PKG=$fake "$harness" kernel-path
+touch "$tmp/kcache/testbed/$fake/root/boot/vmlinuz-9.9-fake-amd64"
+expect kernel-path 0 "$tmp/kcache/testbed/$fake/root/boot/vmlinuz-9.9-fake-amd64" -- \
+  env DSEC_CACHE="$tmp/kcache" DSEC_TESTBED_KERNEL_PKG=$fake "$harness" kernel-path
+
 # Usage mistakes.
 expect no-command 2 "needs a command after --" -- "$harness" run
 expect bad-option 2 "unknown option '--bogus'" -- "$harness" start --bogus

@@ -19,6 +19,8 @@ echo "$out" | sed 's/^/  | /'
 check "$( [[ $rc -eq 2 ]] && echo ok)" "a hung VM: exit status $rc, want 2"
 check "$( [[ $out == *"hung (no heartbeat for 10 s)"* ]] && echo ok)" "the hang was not reported"
 check "$( [[ $out == *"ending the hung test-bed VM"* ]] && echo ok)" "the hung VM was not ended"
+check "$(grep -q '^kvm-harness: TESTBED-FAULT kind=vm-hung status=none: ' <<<"$out" && echo ok)" \
+  "the hang was not named on a TESTBED-FAULT line"
 check "$( ! grep -qx finished <<<"$out" && echo ok)" "the command finished in a frozen VM?"
 check "$( [[ $(wc -l <"$scratch/attempts") -eq 1 ]] && echo ok)" "want 1 attempt, saw $(wc -l <"$scratch/attempts")"
 if ps -o stat= -g "$first_pid" | grep -qv '^Z'; then
@@ -40,6 +42,8 @@ echo "$out" | sed 's/^/  | /'
 check "$( [[ $rc -eq 3 ]] && echo ok)" "a kernel fault: exit status $rc, want 3"
 check "$( [[ $out == *"the test-bed kernel logged a fault"* && $out == *"BUG: soft lockup - CPU#1 stuck"* ]] && echo ok)" \
   "the fault and its line were not reported"
+check "$(grep -q '^kvm-harness: TESTBED-FAULT kind=kernel-fault status=0: .*BUG: soft lockup' <<<"$out" && echo ok)" \
+  "the fault was not named on a TESTBED-FAULT line"
 check "$( ! ps -o stat= -p "$second_pid" | grep -qv '^Z' && echo ok)" "the faulted VM was not ended"
 out=$("$harness" exec --session "$session" -- echo after-fault 2>&1)
 rc=$?
