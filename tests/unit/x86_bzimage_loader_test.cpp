@@ -144,7 +144,7 @@ TEST(X86BzImageLoader, KernelLargerThanRamIsRefused) {
 // harness keeps it (`tools/kvm-harness kernel-path`, which fetches it once where it is
 // missing); a harness that cannot say fails the test, never skips it.
 TEST(X86BzImageLoader, ParsesTheDebianStockKernel) {
-  const std::string command = "'" + test::source_path("/tools/kvm-harness") + "' kernel-path";
+  const std::string command = "'" + dsec::test::source_path("/tools/kvm-harness") + "' kernel-path";
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr) << command << ": " << std::strerror(errno);
   std::string path;
