@@ -43,10 +43,9 @@ class TokenBucket {
   void refill(RateClock::time_point now);
 
   TokenBucketConfig config_;
-  uint64_t refill_ns_ = 0;  // config_.refill_time_ms in ns
-  uint64_t level_ = 0;      // 0 .. size
-  uint64_t debt_ = 0;       // owed by an operation larger than the bucket; level_ is 0
-  uint64_t burst_ = 0;      // what is left of the one-time burst
+  uint64_t level_ = 0;  // 0 .. size
+  uint64_t debt_ = 0;   // owed by an operation larger than the bucket; level_ is 0
+  uint64_t burst_ = 0;  // what is left of the one-time burst
   RateClock::time_point last_refill_;
 };
 
