@@ -5,6 +5,8 @@
 #   - a kernel WARN beside a command's own failure: its status, no such line, the VM kept;
 #   - dsec-vmm's reset-state triple fault in a failed command's output: kind=nested-triple-fault,
 #     but not after the hostile guest's own "hostile: FAIL at op";
+#   - a failed command's output showing a guest's vCPU at the test-bed kernel's kvm_amd code:
+#     kind=nested-guest-at-host-rip; a guest kernel's own RIP: no such line;
 #   - a sanitizer report beside a kernel fault: exit 3, no such line;
 #   - the test-bed kernel crashed by sysrq under a command: exit 2, kind=vm-died, and in a
 #     ctest log of that try tools/test-retries names the test as one to run again, with
@@ -45,6 +47,17 @@ run hostile-own-fail "echo 'hostile: FAIL at op 12: read 0x0, wanted 0x1'; echo 
 check hostile-own-fail-no-fault test -z "$(kind)"
 run triple-but-passed "echo '$triple' >&2; exit 0"
 check triple-passed-no-fault test -z "$(kind)"
+
+# A guest's vCPU dump (dsec-vmm's SIGUSR1 state) at the test-bed kernel's own KVM code:
+# the address is read from the test bed's kallsyms inside the command.
+at_host_rip='a=$(grep -m 1 " __svm_vcpu_run" /proc/kallsyms | cut -d" " -f1)
+  printf "  vcpu 0: rip 0x%016x IF=1 runnable; lapic tpr 0x0\n" $((0x$a + 0xa0)); exit 1'
+run host-rip "$at_host_rip"
+check host-rip-status test "$rc" = 1
+check host-rip-named test "$(kind)" = nested-guest-at-host-rip
+check host-rip-says grep -q "__svm_vcpu_run+0xa0 \[kvm_amd\]" <<<"$out"
+run guest-rip 'echo "  vcpu 0: rip 0xffffffff81234567 IF=1 runnable"; exit 1'
+check guest-rip-no-fault test -z "$(kind)"
 
 run sanitizer 'echo "==7==ERROR: AddressSanitizer: heap-use-after-free on address 0x1" >&2
   echo "<2>BUG: soft lockup - CPU#1 stuck for 22s! [harness-test:1]" >/dev/kmsg; sleep 2; exit 1'
