@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,42 @@ TEST(ApiHttpConnection, ParsesARequestWithABody) {
   EXPECT_THAT(out, HasSubstr("\r\n\r\n{\"fault_message\":\"nope\"}"));
   EXPECT_FALSE(c.finished()) << "keep-alive: the connection stays open";
   EXPECT_TRUE(c.wants_input());
+}
+
+// The phases the server's deadlines follow, and the time each allows.
+TEST(ApiHttpConnection, PhasesFollowTheRequestFromItsFirstByteToItsAnswersLastByte) {
+  using Phase = HttpConnection::Phase;
+  using std::chrono::milliseconds;
+  HttpConnection c(HttpLimits{.max_body_bytes = 4096,
+                              .idle_timeout = milliseconds(100),
+                              .header_timeout = milliseconds(200),
+                              .body_timeout = milliseconds(300),
+                              .min_body_bytes_per_second = 1000,
+                              .send_timeout = milliseconds(500)});
+  EXPECT_EQ(c.phase(), Phase::kIdle);
+  EXPECT_EQ(c.phase_timeout(), milliseconds(100));
+  c.receive("PUT /x HT");
+  EXPECT_FALSE(c.next_request());
+  EXPECT_EQ(c.phase(), Phase::kHeaders);
+  EXPECT_EQ(c.phase_timeout(), milliseconds(200));
+  c.receive("TP/1.1\r\nContent-Length: 2000\r\n\r\nab");
+  EXPECT_FALSE(c.next_request());
+  EXPECT_EQ(c.phase(), Phase::kBody);
+  EXPECT_EQ(c.phase_timeout(), milliseconds(300 + 1998)) << "the 1998 left at 1000 a second";
+  c.receive(std::string(1998, 'b'));
+  ASSERT_TRUE(c.next_request());
+  EXPECT_EQ(c.phase(), Phase::kAnswering);
+  EXPECT_EQ(c.phase_timeout(), milliseconds(0)) << "the handler's time";
+  c.respond(HttpResponse::no_content());
+  EXPECT_EQ(c.phase(), Phase::kSending);
+  EXPECT_EQ(c.phase_timeout(), milliseconds(500));
+  take_output(c);
+  EXPECT_EQ(c.phase(), Phase::kIdle);
+  // A chunked body announces no length: the largest body allowed sets its time.
+  c.receive("PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab");
+  EXPECT_FALSE(c.next_request());
+  EXPECT_EQ(c.phase(), Phase::kBody);
+  EXPECT_EQ(c.phase_timeout(), milliseconds(300 + 4096));
 }
 
 TEST(ApiHttpConnection, ARequestSplitAcrossManyReadsIsParsedWhenWhole) {

@@ -234,10 +234,10 @@ void ApiServer::accept_clients(int listener) {
       continue;
     }
     const uint64_t id = next_id_++;
-    connections_.emplace(id, Connection{.fd = std::move(client),
-                                        .http = std::make_unique<HttpConnection>(limits_),
-                                        .watch = {},
-                                        .events = 0});
+    Connection connection;
+    connection.fd = std::move(client);
+    connection.http = std::make_unique<HttpConnection>(limits_);
+    connections_.emplace(id, std::move(connection));
     serve(id);
   }
 }
@@ -268,6 +268,7 @@ bool ApiServer::write_to(Connection& c) {
     const ssize_t n = ::send(c.fd.get(), out.data(), out.size(), MSG_NOSIGNAL);
     if (n > 0) {
       c.http->consume_output(static_cast<size_t>(n));
+      c.sent_since_armed = true;
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
@@ -341,12 +342,14 @@ void ApiServer::serve_connection(uint64_t id, Connection& c) {
       static_cast<void>(loop_.remove_watch(c.watch));
       c.events = 0;
     }
+    keep_deadline(id, c);
     return;
   }
   if (events == 0) {
     close_connection(id);  // neither side can move: nothing more will happen on it
     return;
   }
+  keep_deadline(id, c);
   if (events == c.events) {
     return;
   }
@@ -357,7 +360,8 @@ void ApiServer::serve_connection(uint64_t id, Connection& c) {
       c.fd.get(), [this, id] { serve(id); }, events);
   if (!watch) {
     spdlog::warn("api: cannot watch a client: {}", watch.error().message());
-    connections_.erase(id);
+    c.events = 0;  // the old watch is gone already
+    close_connection(id);
     return;
   }
   c.watch = *watch;
@@ -372,7 +376,70 @@ void ApiServer::close_connection(uint64_t id) {
   if (it->second.events != 0) {
     static_cast<void>(loop_.remove_watch(it->second.watch));
   }
+  if (const auto deadline = it->second.deadline) {
+    static_cast<void>(loop_.cancel_timer(*deadline));
+  }
   connections_.erase(it);
+}
+
+void ApiServer::keep_deadline(uint64_t id, Connection& c) {
+  using Phase = HttpConnection::Phase;
+  const Phase phase = c.http->phase();
+  // Receiving a request keeps the deadline its first byte set; sending keeps it while the
+  // client reads nothing.
+  const bool progress = phase == Phase::kSending && c.sent_since_armed;
+  if (c.deadline && phase == c.deadline_phase && !progress) {
+    return;
+  }
+  if (const auto armed = c.deadline) {
+    static_cast<void>(loop_.cancel_timer(*armed));
+    c.deadline.reset();
+  }
+  c.deadline_phase = phase;
+  c.sent_since_armed = false;
+  const std::chrono::milliseconds timeout = c.http->phase_timeout();
+  if (timeout.count() == 0) {
+    return;  // the handler's time, or a deadline switched off
+  }
+  auto timer = loop_.add_timer(timeout, [this, id] { on_deadline(id); });
+  if (!timer) {
+    spdlog::warn("api: cannot set a client's deadline: {}; closing it", timer.error().message());
+    close_connection(id);
+    return;
+  }
+  c.deadline = *timer;
+}
+
+void ApiServer::on_deadline(uint64_t id) {
+  const auto it = connections_.find(id);
+  if (it == connections_.end()) {
+    return;
+  }
+  it->second.deadline.reset();  // it fired
+  using Phase = HttpConnection::Phase;
+  const auto timeout = it->second.http->phase_timeout();
+  const char* why = "";
+  switch (it->second.deadline_phase) {
+    case Phase::kIdle:
+      why = "sent no request for";
+      break;
+    case Phase::kHeaders:
+      why = "took longer for its request's headers than";
+      break;
+    case Phase::kBody:
+      why = "took longer for its request's body than";
+      break;
+    case Phase::kSending:
+      why = "read none of its answer for";
+      break;
+    case Phase::kAnswering:
+      break;
+  }
+  // An idle client is routine; the others are worth a line.
+  spdlog::log(it->second.deadline_phase == Phase::kIdle ? spdlog::level::debug
+                                                        : spdlog::level::info,
+              "api: closing a client that {} {} ms", why, timeout.count());
+  close_connection(id);
 }
 
 }  // namespace dsec::api

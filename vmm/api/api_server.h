@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -78,9 +79,14 @@ class ApiServer {
   struct Connection {
     UniqueFd fd;
     std::unique_ptr<HttpConnection> http;
-    io::WatchId watch;
+    io::WatchId watch{};
     uint32_t events = 0;    // what the watch waits for
     bool in_serve = false;  // serve() runs for it: an answer given now is sent from there
+    // Its deadline (HttpLimits' timeouts): the phase it was armed for, and whether bytes
+    // went out since (a client that reads its answer earns more time).
+    std::optional<io::TimerId> deadline;
+    HttpConnection::Phase deadline_phase = HttpConnection::Phase::kAnswering;
+    bool sent_since_armed = false;
   };
 
   ApiServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
@@ -97,6 +103,9 @@ class ApiServer {
   bool read_from(Connection& c);
   bool write_to(Connection& c);
   void close_connection(uint64_t id);
+  // Arms, keeps or cancels connection `id`'s deadline for the phase it is in now.
+  void keep_deadline(uint64_t id, Connection& c);
+  void on_deadline(uint64_t id);
 
   std::string path_;
   UniqueFd listener_;

@@ -148,6 +148,44 @@ void HttpConnection::respond(const HttpResponse& response) {
   }
 }
 
+HttpConnection::Phase HttpConnection::phase() const {
+  if (awaiting_response_) {
+    return Phase::kAnswering;
+  }
+  if (!output().empty()) {
+    return Phase::kSending;
+  }
+  if (in_message_) {
+    return headers_done_ ? Phase::kBody : Phase::kHeaders;
+  }
+  // Bytes not parsed yet start a request (next_request() parses all it can).
+  return pending_input() > 0 ? Phase::kHeaders : Phase::kIdle;
+}
+
+std::chrono::milliseconds HttpConnection::phase_timeout() const {
+  switch (phase()) {
+    case Phase::kIdle:
+      return limits_.idle_timeout;
+    case Phase::kHeaders:
+      return limits_.header_timeout;
+    case Phase::kBody: {
+      if (limits_.body_timeout.count() == 0 || limits_.min_body_bytes_per_second == 0) {
+        return limits_.body_timeout;
+      }
+      const uint64_t announced = (parser_.flags & F_CONTENTLENGTH) != 0
+                                     ? parser_.content_length
+                                     : uint64_t{limits_.max_body_bytes};
+      return limits_.body_timeout +
+             std::chrono::milliseconds(announced * 1000 / limits_.min_body_bytes_per_second);
+    }
+    case Phase::kSending:
+      return limits_.send_timeout;
+    case Phase::kAnswering:
+      break;
+  }
+  return std::chrono::milliseconds{0};
+}
+
 void HttpConnection::fail(const std::string& message) {
   output_ += HttpResponse::fault(message).serialize(/*close=*/true);
   closing_ = true;
@@ -177,6 +215,8 @@ int HttpConnection::on_message_begin(http_parser* parser) {
   c.url_.clear();
   c.header_bytes_ = 0;
   c.in_header_value_ = false;
+  c.in_message_ = true;
+  c.headers_done_ = false;
   return 0;
 }
 
@@ -249,6 +289,7 @@ int HttpConnection::on_headers_complete(http_parser* parser) {
   if (lower(std::string(c.request_.header("expect"))) == "100-continue") {
     c.output_ += "HTTP/1.1 100 Continue\r\n\r\n";
   }
+  c.headers_done_ = true;
   return 0;
 }
 
@@ -266,6 +307,7 @@ int HttpConnection::on_message_complete(http_parser* parser) {
   auto& c = connection_of(parser);
   c.request_.keep_alive = http_should_keep_alive(parser) != 0;
   c.complete_ = std::move(c.request_);
+  c.in_message_ = false;
   // One request at a time: the rest of the input waits until this one is answered.
   http_parser_pause(parser, 1);
   return 0;

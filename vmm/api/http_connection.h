@@ -13,7 +13,9 @@
 
 #include <http_parser.h>
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +32,17 @@ struct HttpLimits {
   // Received and not parsed yet, or answered and not sent yet: beyond this, wants_input()
   // is false until the other side catches up.
   size_t max_pending_bytes = size_t{128} * 1024;
+  // Deadlines, kept by the server (api_server); zero: none. A client is disconnected when
+  // it sends nothing for idle_timeout between requests (longer than the 90 s after which
+  // Go's HTTP client drops an idle connection itself), takes longer than header_timeout
+  // from a request's first byte to the end of its headers, or than body_timeout plus the
+  // time the body takes at min_body_bytes_per_second for the rest, or reads nothing of
+  // its answers for send_timeout.
+  std::chrono::milliseconds idle_timeout{120'000};
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds body_timeout{10'000};
+  uint64_t min_body_bytes_per_second = uint64_t{64} * 1024;
+  std::chrono::milliseconds send_timeout{30'000};
 };
 
 class HttpConnection {
@@ -62,6 +75,20 @@ class HttpConnection {
   bool awaiting_response() const { return awaiting_response_; }
   // Nothing more to send and nothing more to take: close the socket.
   bool finished() const { return closing_ && output().empty(); }
+
+  // Where the connection stands, for the server's deadlines.
+  enum class Phase {
+    kIdle,       // between requests: nothing of the next one here, nothing to send
+    kHeaders,    // a request begun, its URL and headers not all here
+    kBody,       // its headers here, its body not all
+    kAnswering,  // a request handed out and not answered yet: the handler's time
+    kSending,    // answers wait for the client to read them
+  };
+  Phase phase() const;
+  // How long the request being received may take from now on, by its phase (kHeaders:
+  // header_timeout; kBody: body_timeout and the announced rest at the minimum rate, the
+  // largest body allowed when none is announced); the other phases' timeouts as they are.
+  std::chrono::milliseconds phase_timeout() const;
 
  private:
   static int on_message_begin(http_parser* parser);
@@ -98,6 +125,8 @@ class HttpConnection {
   std::string url_;
   size_t header_bytes_ = 0;
   bool in_header_value_ = false;
+  bool in_message_ = false;   // between a request's first byte and its end
+  bool headers_done_ = false;  // its headers complete
   std::optional<HttpRequest> complete_;
   std::string error_;  // why a callback stopped the parser
 };

@@ -1,0 +1,179 @@
+// The API server's deadlines (HttpLimits' timeouts) through a real Unix socket: a client
+// that holds a connection without finishing its request, or without reading its answer,
+// is disconnected at its deadline, and other clients are served meanwhile.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+#include "vmm/api/api_client.h"
+#include "vmm/api/api_server.h"
+#include "vmm/io/unix_socket.h"
+
+namespace dsec::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+HttpLimits short_deadlines() {
+  return HttpLimits{.max_body_bytes = size_t{1} << 20,
+                    .idle_timeout = milliseconds(400),
+                    .header_timeout = milliseconds(600),
+                    .body_timeout = milliseconds(600),
+                    .min_body_bytes_per_second = 1024,
+                    .send_timeout = milliseconds(600)};
+}
+
+class ApiServerDeadlines : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = ApiServer::start(
+        socket_,
+        [](const HttpRequest& r) {
+          if (r.path == "/big") {
+            return HttpResponse::text(std::string(size_t{8} << 20, 'x'), "text/plain");
+          }
+          return HttpResponse::json(nlohmann::json{{"path", r.path}, {"body", r.body.size()}});
+        },
+        short_deadlines());
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+  }
+
+  UniqueFd connect() {
+    auto fd = io::connect_unix(socket_);
+    EXPECT_TRUE(fd) << fd.error().message();
+    return fd ? std::move(*fd) : UniqueFd();
+  }
+
+  // Sends `bytes` one at a time, `gap` apart, until they are all sent or the server hung
+  // up; then waits for the hang-up. Returns how long the connection lived.
+  Clock::duration trickle(const UniqueFd& fd, const std::string& bytes, milliseconds gap) {
+    const auto start = Clock::now();
+    for (char byte : bytes) {
+      if (::send(fd.get(), &byte, 1, MSG_NOSIGNAL) != 1) {
+        break;
+      }
+      std::this_thread::sleep_for(gap);
+    }
+    wait_for_hang_up(fd);
+    return Clock::now() - start;
+  }
+
+  // Reads until the server closes the connection (or 10 s); returns what came.
+  static std::string wait_for_hang_up(const UniqueFd& fd) {
+    std::string got;
+    char buffer[65536];
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < give_up) {
+      pollfd p{.fd = fd.get(), .events = POLLIN, .revents = 0};
+      if (::poll(&p, 1, 100) <= 0) {
+        continue;
+      }
+      const ssize_t n = ::recv(fd.get(), buffer, sizeof buffer, 0);
+      if (n <= 0) {
+        return got;
+      }
+      got.append(buffer, static_cast<size_t>(n));
+    }
+    ADD_FAILURE() << "the server kept the connection open for 10 s";
+    return got;
+  }
+
+  void expect_others_served() {
+    ApiClient client(socket_, std::chrono::seconds(5));
+    const auto start = Clock::now();
+    auto answer = client.get("/other");
+    ASSERT_TRUE(answer) << answer.error().message();
+    EXPECT_EQ(answer->at("path"), "/other");
+    EXPECT_LT(Clock::now() - start, milliseconds(300));
+  }
+
+  test::TempDir dir_;
+  std::string socket_ = dir_.file("api.sock");
+  std::unique_ptr<ApiServer> server_;
+};
+
+TEST_F(ApiServerDeadlines, AClientThatSendsNothingIsClosedAtTheIdleTimeout) {
+  const auto start = Clock::now();
+  const UniqueFd idle = connect();
+  expect_others_served();
+  EXPECT_EQ(wait_for_hang_up(idle), "");
+  const auto lived = Clock::now() - start;
+  EXPECT_GE(lived, milliseconds(350));
+  EXPECT_LT(lived, milliseconds(2000));
+}
+
+TEST_F(ApiServerDeadlines, HeadersSentAByteAtATimeAreCutOffAtTheHeaderTimeout) {
+  const UniqueFd slow = connect();
+  std::thread other([this] {
+    std::this_thread::sleep_for(milliseconds(200));
+    expect_others_served();
+  });
+  // Each byte comes well within the idle timeout: only the header deadline can end it.
+  const auto lived = trickle(slow, "GET /slow HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(60, 'p'),
+                             milliseconds(50));
+  other.join();
+  EXPECT_GE(lived, milliseconds(550));
+  EXPECT_LT(lived, milliseconds(2000)) << "the headers should have been cut off at 600 ms";
+}
+
+TEST_F(ApiServerDeadlines, ABodySlowerThanTheMinimumRateIsCutOffAndOneInTimeIsAnswered) {
+  // 2000 bytes announced at 1024 B/s minimum: 600 ms + about 1950 ms.
+  const std::string head = "PUT /body HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n";
+  const UniqueFd slow = connect();
+  ASSERT_EQ(::send(slow.get(), head.data(), head.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(head.size()));
+  const auto lived = trickle(slow, std::string(2000, 'b'), milliseconds(10));
+  EXPECT_GE(lived, milliseconds(2400));
+  EXPECT_LT(lived, milliseconds(5000));
+
+  const UniqueFd in_time = connect();
+  const std::string whole = "PUT /body HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            "Content-Length: 2000\r\n\r\n" +
+                            std::string(2000, 'b');
+  ASSERT_EQ(::send(in_time.get(), whole.data(), whole.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(whole.size()));
+  EXPECT_NE(wait_for_hang_up(in_time).find(R"("body":2000)"), std::string::npos);
+}
+
+TEST_F(ApiServerDeadlines, AClientThatReadsNoneOfItsAnswerIsClosedAtTheSendTimeout) {
+  const UniqueFd reader = connect();
+  const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(reader.get(), request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(milliseconds(1500));  // past the send timeout, reading nothing
+  expect_others_served();
+  const std::string got = wait_for_hang_up(reader);
+  EXPECT_LT(got.size(), size_t{8} << 20) << "the server should have given up on the answer";
+}
+
+TEST_F(ApiServerDeadlines, AClientThatReadsItsAnswerSlowlyButSteadilyGetsAllOfIt) {
+  const UniqueFd reader = connect();
+  const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(reader.get(), request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string got;
+  char buffer[262144];
+  const auto give_up = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(20));  // well within the send timeout each time
+    const ssize_t n = ::recv(reader.get(), buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n == 0) {
+      break;
+    }
+    if (n > 0) {
+      got.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  EXPECT_GT(got.size(), size_t{8} << 20);
+}
+
+}  // namespace
+}  // namespace dsec::api
