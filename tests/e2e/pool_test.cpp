@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <string>
@@ -24,6 +26,7 @@
 #include "tests/support/file_text.h"
 #include "tests/support/warm_image.h"
 #include "vmm/api/api_client.h"
+#include "vmm/common/unique_fd.h"
 #include "vmm/io/unix_socket.h"
 
 namespace dsec::test {
@@ -479,6 +482,55 @@ TEST(Pool, ADaemonKilledAndStartedAgainAdoptsTheSandboxAClientHolds) {
 
   EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
   expect_nothing_left(daemon, {vmm});
+}
+
+// A caller who can name a snapshot directory chooses the state file, and the state file
+// names the host files its VM opens: a warm image made with a drive on a host disk (here a
+// scratch file standing for one) read-write. The pool refuses it at registration, and a
+// state swapped in after registration makes every clone refuse to start: the disk is
+// never opened.
+TEST(Pool, AStateFileNamingAHostDiskIsRefusedAndTheDiskIsNeverOpened) {
+  namespace fs = std::filesystem;
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  const fs::path disk = dir.path() / "host-disk.img";
+  std::ofstream(disk) << std::string(size_t{1} << 20, 'h');
+  const fs::path evil = dir.path() / "evil";
+  const auto warmed =
+      run_vmm({"warm", "--out", evil.string(), "--vcpus", "2", "--memory", "256", "--drive",
+               disk.string()},
+              300s);
+  ASSERT_EQ(warmed.exit_status, 0) << warmed.describe();
+  const UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  ASSERT_TRUE(watch);
+  ASSERT_GE(::inotify_add_watch(watch.get(), disk.c_str(), IN_OPEN | IN_MODIFY), 0);
+
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  const auto refused = daemon.request(
+      "PUT", "/images/evil", json{{"snapshot_dir", evil.string()}, {"ready", 1}}.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("1 drive(s), which pool clones cannot have yet"));
+
+  // Registered clean, then swapped: the clone's VMM takes no host path from the state.
+  const fs::path swapped = dir.path() / "swapped";
+  fs::create_directory(swapped);
+  fs::copy_file(image.dir / "state", swapped / "state");
+  fs::create_hard_link(image.dir / "memory", swapped / "memory");
+  const auto registered = daemon.request(
+      "PUT", "/images/base",
+      json{{"snapshot_dir", swapped.string()}, {"ready", 0}, {"max", 1}}.dump());
+  ASSERT_EQ(registered.status, 200) << registered.body;
+  fs::rename(evil / "state", swapped / "state");
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  EXPECT_EQ(acquired.status, 503) << acquired.body;
+  EXPECT_THAT(acquired.body + daemon.log(), HasSubstr("names the host file " + disk.string()));
+
+  std::array<char, 4096> events{};
+  EXPECT_LT(::read(watch.get(), events.data(), events.size()), 0)
+      << "the host disk was opened by a pool clone";
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
 }
 
 }  // namespace

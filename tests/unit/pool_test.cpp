@@ -16,6 +16,7 @@
 
 #include "tests/support/fake_vsock_endpoint.h"
 #include "tests/support/result_matchers.h"
+#include "tests/support/stand_in_image.h"
 #include "tests/support/temp_dir.h"
 #include "tests/unit/pool_test_fixture.h"
 #include "vmm/io/event_loop.h"
@@ -40,6 +41,35 @@ TEST_F(PoolTest, KeepsReadyClonesAndRefillsAfterAnAcquire) {
   EXPECT_EQ(pool->counters().acquired, 1U);
   EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_sandboxes_ready{image=\"base\"} 2"));
   EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_restore_seconds_count 3"));
+}
+
+// A state file chooses the host files its VM opens: the pool refuses an image whose
+// snapshot has drives or a network device (a caller's /dev/sda read-write), and one with
+// no vsock device (no agent), before any clone of it starts.
+TEST_F(PoolTest, AnImageWhoseSnapshotNamesHostFilesOrHasNoAgentIsRefused) {
+  auto pool = make_pool(kServes);
+  auto with = [&](const std::function<void(machine::MachineConfig&)>& change) {
+    auto config = test::stand_in_config();
+    change(config);
+    EXPECT_TRUE(test::write_stand_in_image(dir_.file("warm"), 6, config));
+    const auto registered = pool->register_image(image(1, 1));
+    return registered ? std::string("(registered)") : registered.error().message;
+  };
+  EXPECT_THAT(with([](auto& c) {
+                c.drives = {{.path = "/dev/sda", .read_only = false, .id = "disk"}};
+              }),
+              HasSubstr("its snapshot has 1 drive(s), which pool clones cannot have yet"));
+  EXPECT_THAT(with([](auto& c) { c.net = machine::NetConfig{.tap = "tap0", .host_cidr = "", .mac = ""}; }),
+              HasSubstr("0 drive(s) and a network device"));
+  EXPECT_THAT(with([](auto& c) { c.vsock.reset(); }), HasSubstr("has no vsock device"));
+  EXPECT_THAT(with([](auto&) {}), HasSubstr("(registered)"));
+  std::ofstream(dir_.file("warm/state")) << "not a state file";
+  const auto corrupt = pool->register_image(image(1, 1));
+  ASSERT_FALSE(corrupt);
+  EXPECT_EQ(corrupt.error().status, 400);
+  EXPECT_THAT(corrupt.error().message, HasSubstr("snapshot state file"));
+  EXPECT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }))
+      << "the image registered last (the good one) still serves";
 }
 
 TEST_F(PoolTest, AnEmptyPoolStartsOneOnTheSpotAndRefusesPastItsMax) {

@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "tests/support/fake_vsock_endpoint.h"
+#include "tests/support/stand_in_image.h"
 #include "tests/support/temp_dir.h"
 #include "vmm/io/event_loop.h"
 #include "vmm/pool/pool.h"
@@ -67,9 +68,7 @@ class PoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // A warm image as the pool checks it: its two files (nothing restores them here).
-    std::filesystem::create_directories(dir_.file("warm"));
-    std::ofstream(dir_.file("warm/state")) << "state";
-    std::ofstream(dir_.file("warm/memory")) << "memory";
+    ASSERT_TRUE(test::write_stand_in_image(dir_.file("warm"), 6));
     auto loop = io::EventLoop::create();
     ASSERT_TRUE(loop) << loop.error().message();
     loop_ = std::make_unique<io::EventLoop>(std::move(*loop));

@@ -16,6 +16,7 @@
 #include "dsec/pool.h"
 #include "tests/support/open_fds.h"
 #include "tests/support/pool_daemon.h"
+#include "tests/support/stand_in_image.h"
 #include "tests/support/temp_dir.h"
 
 namespace dsec::sdk {
@@ -32,9 +33,7 @@ class SdkPoolClientTest : public ::testing::Test {
   // daemon to register it; a clone of it would fail to restore.
   std::string stand_in_snapshot(size_t memory_bytes) const {
     const auto snapshot = dir_.file("warm");
-    std::filesystem::create_directory(snapshot);
-    std::ofstream(snapshot / "state") << "not a snapshot\n";
-    std::ofstream(snapshot / "memory") << std::string(memory_bytes, '\0');
+    EXPECT_TRUE(test::write_stand_in_image(snapshot, memory_bytes));
     return snapshot.string();
   }
 

@@ -89,6 +89,46 @@ TEST(SnapshotConfig, ATapHandedInReplacesTheSnapshotsTapByNameAndItsAddress) {
   EXPECT_THAT(refused.error().message(), HasSubstr("the snapshot's VM has no network device"));
 }
 
+// The pool's restores: a state file written by a caller names /dev/sda read-write; the
+// clone gets only what the overrides give it.
+TEST(SnapshotConfig, WithoutHostPathsFromTheSnapshotEveryHostResourceMustBeGiven) {
+  MachineConfig snapshot = full_config();
+  snapshot.drives[1].path = "/dev/sda";
+  snapshot.net->host_cidr = "10.99.0.1/24";
+  RestoreOverrides given;
+  given.refuse_snapshot_host_paths = true;
+  given.drive_paths = {"/pool/base.img", "/pool/sb-1/scratch.img"};
+  given.vsock_uds_path = "/pool/sb-1/vsock";
+  given.net_tap = "sb1tap";
+  ASSERT_OK_AND_ASSIGN(auto clone, apply_overrides(snapshot, given));
+  EXPECT_EQ(clone.drives[0].path, "/pool/base.img");
+  EXPECT_EQ(clone.drives[1].path, "/pool/sb-1/scratch.img");
+  EXPECT_EQ(clone.vsock->uds_path, "/pool/sb-1/vsock");
+  EXPECT_EQ(clone.net->tap, "sb1tap");
+  EXPECT_EQ(clone.net->host_cidr, "") << "the state's address for the host's TAP is dropped";
+
+  auto refused = [&](const std::function<void(RestoreOverrides&)>& change) {
+    RestoreOverrides o = given;
+    change(o);
+    const auto r = apply_overrides(snapshot, o);
+    return r ? std::string("(accepted)") : r.error().message();
+  };
+  EXPECT_THAT(refused([](auto& o) { o.drive_paths.pop_back(); }),
+              HasSubstr("the snapshot's drive 2 ('scratch') names the host file /dev/sda, and no "
+                        "--drive replaces it"));
+  EXPECT_THAT(refused([](auto& o) { o.drive_paths[1].reset(); }), HasSubstr("/dev/sda"));
+  EXPECT_THAT(refused([](auto& o) { o.vsock_uds_path.reset(); }),
+              HasSubstr("names the host socket /run/v.sock"));
+  EXPECT_THAT(refused([](auto& o) { o.net_tap.reset(); }), HasSubstr("names the host TAP tap1"));
+  EXPECT_THAT(refused([](auto& o) { o.net_tap.reset(); }),
+              HasSubstr("a snapshot's state file is not trusted to choose host files"));
+  // Without the flag, a restore by hand keeps the snapshot's paths.
+  RestoreOverrides by_hand;
+  ASSERT_OK_AND_ASSIGN(auto kept, apply_overrides(snapshot, by_hand));
+  EXPECT_EQ(kept.drives[1].path, "/dev/sda");
+  EXPECT_EQ(kept.net->host_cidr, "10.99.0.1/24");
+}
+
 TEST(SnapshotConfig, AnOverrideNamesTheSnapshotsInterfaceByItsId) {
   MachineConfig snapshot = full_config();
   RestoreOverrides overrides;

@@ -28,6 +28,7 @@ struct RestoreOptions {
   std::optional<uint64_t> vsock_cid;
   std::string net;
   std::vector<std::string> drives;
+  bool no_host_paths_from_snapshot = false;
   ConsoleOptions console;
   std::string metrics_file;
   double agent_timeout_s = 30;
@@ -64,6 +65,7 @@ Result<machine::RestoreOverrides> overrides_of(const RestoreOptions& o) {
   for (const auto& d : o.drives) {
     overrides.drive_paths.emplace_back(d);
   }
+  overrides.refuse_snapshot_host_paths = o.no_host_paths_from_snapshot;
   return overrides;
 }
 
@@ -205,6 +207,11 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
                    "and read-only setting as when snapshotted)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  restore->add_flag("--no-host-paths-from-snapshot", options->no_host_paths_from_snapshot,
+                    "Open no host file, socket or TAP that the snapshot's state names: each "
+                    "drive needs its --drive, a vsock device --vsock, a network device --net "
+                    "(the state's host address for its TAP is dropped). dsec-vmm pool restores "
+                    "so, since whoever wrote the state file chose those paths");
   add_console_options(*restore, options->console);
   restore->add_option("--metrics-file", options->metrics_file,
                       "Write figures (JSON) here when the VM ends");

@@ -4,6 +4,7 @@
 
 #include "vmm/common/json_object.h"
 #include "vmm/devices/rate_limiter_json.h"
+#include "vmm/snapshot/state_file.h"
 
 namespace dsec::machine {
 namespace {
@@ -123,6 +124,50 @@ Result<MachineConfig> snapshot_config_from_json(std::string_view text) {
   return config;
 }
 
+namespace {
+
+// Under refuse_snapshot_host_paths: what the state file names on the host and the
+// overrides do not replace is refused, naming it, before anything is opened.
+Status check_no_host_path_from_snapshot(MachineConfig& config, const RestoreOverrides& o) {
+  constexpr const char* kHint =
+      "a snapshot's state file is not trusted to choose host files: give the clone's own "
+      "with --drive, --vsock and --net";
+  for (size_t i = 0; i < config.drives.size(); ++i) {
+    if (i >= o.drive_paths.size() || !o.drive_paths[i].has_value()) {
+      return fail("the snapshot's drive " + std::to_string(i + 1) + " ('" + config.drives[i].id +
+                      "') names the host file " + config.drives[i].path + ", and no --drive replaces it",
+                  kHint);
+    }
+  }
+  if (config.vsock && !o.vsock_uds_path) {
+    return fail("the snapshot's vsock device names the host socket " + config.vsock->uds_path +
+                    ", and no --vsock replaces it",
+                kHint);
+  }
+  if (config.net) {
+    if (!o.net_tap && !o.net_tap_fd) {
+      return fail("the snapshot's network device names the host TAP " + config.net->tap +
+                      ", and no --net replaces it",
+                  kHint);
+    }
+    config.net->host_cidr = o.net_host_cidr.value_or("");
+  }
+  return ok();
+}
+
+}  // namespace
+
+Result<MachineConfig> read_snapshot_config(const std::string& state_path) {
+  const auto file = DSEC_TRY(snapshot::StateFile::load(state_path));
+  const auto config = DSEC_TRY(file.section("config"));
+  auto parsed =
+      snapshot_config_from_json({reinterpret_cast<const char*>(config.data()), config.size()});
+  if (!parsed) {
+    return std::unexpected(parsed.error().with_context("snapshot state file " + state_path));
+  }
+  return parsed;
+}
+
 Result<MachineConfig> apply_overrides(MachineConfig config, const RestoreOverrides& o) {
   if (o.vsock_uds_path || o.vsock_guest_cid) {
     if (!config.vsock) {
@@ -165,6 +210,9 @@ Result<MachineConfig> apply_overrides(MachineConfig config, const RestoreOverrid
     if (const auto& path = o.drive_paths[i]; path.has_value()) {
       config.drives[i].path = *path;
     }
+  }
+  if (o.refuse_snapshot_host_paths) {
+    DSEC_TRY(check_no_host_path_from_snapshot(config, o));
   }
   return config;
 }

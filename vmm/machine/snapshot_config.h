@@ -17,6 +17,8 @@ namespace dsec::machine {
 std::string snapshot_config_to_json(const MachineConfig& config);
 // Strict: a field of the wrong type, a missing one or one it does not know is refused.
 Result<MachineConfig> snapshot_config_from_json(std::string_view json);
+// The configuration in the state file at `state_path`, the file checked whole first.
+Result<MachineConfig> read_snapshot_config(const std::string& state_path);
 
 // What a clone may get anew at restore, where identity matters (its sockets, its network
 // device, its disks' files). An absent field keeps the snapshot's.
@@ -31,10 +33,16 @@ struct RestoreOverrides {
   std::optional<std::string> net_iface_id;
   // Drive i's file, by position; nullopt or past the end keeps the snapshot's.
   std::vector<std::optional<std::string>> drive_paths;
+  // The snapshot's state is not trusted to choose a host resource (`restore
+  // --no-host-paths-from-snapshot`, as the pool restores): every drive's file, the vsock
+  // socket and the TAP must come from the overrides, and the host address of the
+  // snapshot's TAP is dropped.
+  bool refuse_snapshot_host_paths = false;
 };
 
 // Applies `overrides` to a snapshot's configuration; fails when one names a device the
-// snapshot has not (a vsock socket for a VM without vsock, a third drive of two).
+// snapshot has not (a vsock socket for a VM without vsock, a third drive of two), or
+// when the snapshot would choose a host resource that refuse_snapshot_host_paths forbids.
 Result<MachineConfig> apply_overrides(MachineConfig config, const RestoreOverrides& overrides);
 
 }  // namespace dsec::machine

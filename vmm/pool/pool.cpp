@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "vmm/agent/protocol.h"
+#include "vmm/machine/snapshot_config.h"
 #include "vmm/pool/host_memory.h"
 #include "vmm/pool/log_tail.h"
 #include "vmm/pool/sandbox_exec.h"
@@ -56,6 +57,24 @@ void remove_files(const SandboxFiles& files) {
   }
 }
 
+// What a pool clone can be restored from: the pool gives each clone its vsock socket and
+// nothing else, and never lets the state file choose a host file (RestoreLauncher).
+Status check_image_shape(const std::string& state_path) {
+  const auto config = DSEC_TRY(machine::read_snapshot_config(state_path));
+  if (!config.vsock) {
+    return fail("its snapshot has no vsock device, so no agent to reach",
+                "make the warm image with dsec-vmm warm, which gives the VM one");
+  }
+  if (!config.drives.empty() || config.net) {
+    return fail("its snapshot has " + std::to_string(config.drives.size()) + " drive(s)" +
+                    (config.net ? " and a network device" : "") +
+                    ", which pool clones cannot have yet (their host files would come from "
+                    "the snapshot)",
+                "make the warm image without --drive and --net");
+  }
+  return ok();
+}
+
 }  // namespace
 
 Pool::Pool(io::EventLoop& loop, StateDir state, std::unique_ptr<VmmLauncher> launcher,
@@ -77,6 +96,10 @@ PoolResult<nlohmann::json> Pool::add_image(const ImageSpec& spec) {
         error(400, "'snapshot_dir' " + spec.snapshot_dir +
                        " holds no warm image (its 'state' and 'memory' files): make one with "
                        "dsec-vmm warm --out DIR"));
+  }
+  if (auto shape = check_image_shape(files.state); !shape) {
+    return std::unexpected(error(400, "'snapshot_dir' " + spec.snapshot_dir + ": " +
+                                          shape.error().message()));
   }
   const auto existing = images_.find(spec.name);
   if (existing != images_.end() && existing->second.spec.snapshot_dir != spec.snapshot_dir &&

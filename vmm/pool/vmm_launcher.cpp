@@ -118,7 +118,8 @@ Result<LaunchedVmm> RestoreLauncher::launch(const std::string& snapshot_dir,
                                 "--vsock",
                                 files.vsock,
                                 "--ready-fd",
-                                std::to_string(kReadyFd)};
+                                std::to_string(kReadyFd),
+                                "--no-host-paths-from-snapshot"};
   if (!files.api.empty()) {
     argv.insert(argv.end(), {"--api-sock", files.api});
   }

@@ -45,7 +45,8 @@ class VmmLauncher {
 Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
                                           const std::string& log_path);
 
-// `VMM restore SNAPSHOT_DIR --vsock VSOCK --ready-fd 3 EXTRA_ARGS...`.
+// `VMM restore SNAPSHOT_DIR --vsock VSOCK --ready-fd 3 --no-host-paths-from-snapshot
+// EXTRA_ARGS...`: the clone opens no host file that the snapshot's state names.
 class RestoreLauncher final : public VmmLauncher {
  public:
   RestoreLauncher(std::string vmm_binary, std::vector<std::string> extra_args)
