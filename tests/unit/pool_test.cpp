@@ -20,6 +20,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/unit/pool_test_fixture.h"
 #include "vmm/io/event_loop.h"
+#include "vmm/pool/host_memory.h"
 
 namespace dsec::pool {
 namespace {
@@ -119,6 +120,30 @@ TEST_F(PoolTest, HostMemoryPastTheRatioIsRefused) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().status, 429);
   EXPECT_THAT(refused.error().message, HasSubstr("past the pool's limit of 0%"));
+}
+
+// Clones share their image's pages until they write them: admission counts the guest
+// memory each clone may yet write, not what the host has free now.
+TEST_F(PoolTest, GuestMemoryCommittedPastTheLimitIsRefusedWhateverIsFreeNow) {
+  const auto host = read_host_memory();
+  ASSERT_TRUE(host) << host.error().message();
+  // A 1 GiB memory file that holds nothing (sparse), and a limit of 2.5 GiB of guest memory.
+  constexpr uint64_t kGuest = uint64_t{1} << 30;
+  ASSERT_TRUE(test::write_stand_in_image(dir_.file("warm"), 0));
+  std::filesystem::resize_file(dir_.file("warm/memory"), kGuest);
+  const double overcommit = 2.5 * kGuest / (0.9 * static_cast<double>(host->total_bytes));
+  auto pool = make_pool(kServes, PoolOptions{.max_memory_ratio = 0.9,
+                                             .memory_overcommit = overcommit});
+  ASSERT_TRUE(pool->register_image(image(0, 4)));
+  ASSERT_TRUE(acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt}));
+  ASSERT_TRUE(acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt}));
+  auto third = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.error().status, 429);
+  EXPECT_THAT(third.error().message,
+              HasSubstr("the pool's clones may use 2048 MiB, and a clone of base 1024 MiB more, "
+                        "past 2560 MiB"));
+  EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_guest_memory_committed_bytes 2147483648\n"));
 }
 
 TEST_F(PoolTest, ReleaseStopsTheProcessAndRemovesItsFiles) {

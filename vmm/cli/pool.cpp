@@ -31,6 +31,7 @@ struct PoolOptions {
   std::string vmm;
   std::optional<uint16_t> tcp_port;
   double max_memory_ratio = 0.9;
+  double memory_overcommit = 1.0;
   double ready_timeout_s = 60;
   double health_interval_s = 10;
   double health_timeout_s = 15;
@@ -110,6 +111,7 @@ int run_pool(const PoolOptions& options) {
   pool::Pool pool((*server)->loop(), std::move(*state),
                   std::make_unique<pool::RestoreLauncher>(*vmm, options.restore_args),
                   pool::PoolOptions{.max_memory_ratio = options.max_memory_ratio,
+                                    .memory_overcommit = options.memory_overcommit,
                                     .ready_timeout = milliseconds(options.ready_timeout_s),
                                     .health_interval = milliseconds(options.health_interval_s),
                                     .health_timeout = milliseconds(options.health_timeout_s),
@@ -170,6 +172,13 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
                    "Refuse (429) a clone that would take the host's used memory past this share "
                    "of its memory")
       ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  pool->add_option("--memory-overcommit", options->memory_overcommit,
+                   "Refuse (429) a clone when the guest memory of every clone the pool holds, "
+                   "its own included, would pass --max-memory-ratio times this times the "
+                   "host's memory (1: no more guest memory than the host has; more counts on "
+                   "clones not writing all of theirs)")
+      ->check(CLI::Range(0.1, 100.0))
       ->capture_default_str();
   pool->add_option("--ready-timeout", options->ready_timeout_s,
                    "Seconds a clone has from its launch until its agent serves")

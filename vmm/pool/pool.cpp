@@ -166,6 +166,21 @@ PoolResult<void> Pool::admit(const Image& image) const {
   if (!memory) {
     return std::unexpected(error(503, memory.error().message()));
   }
+  // What its clones may yet write, not only what they wrote: a clone shares its image's
+  // pages until it writes them, so MemAvailable alone would admit clones that later push the
+  // host into the OOM killer.
+  const uint64_t committed = committed_guest_bytes();
+  const double commit_limit = options_.max_memory_ratio * options_.memory_overcommit *
+                              static_cast<double>(memory->total_bytes);
+  if (static_cast<double>(committed + image.guest_bytes) > commit_limit) {
+    return std::unexpected(error(
+        429, fmt::format("guest memory: the pool's clones may use {} MiB, and a clone of {} "
+                         "{} MiB more, past {:.0f} MiB (--max-memory-ratio {} of the host's {} "
+                         "MiB, times --memory-overcommit {}): release sandboxes or wait",
+                         committed >> 20, image.spec.name, image.guest_bytes >> 20,
+                         commit_limit / (1 << 20), options_.max_memory_ratio,
+                         memory->total_bytes >> 20, options_.memory_overcommit)));
+  }
   const double used = static_cast<double>(memory->total_bytes - memory->available_bytes) +
                       static_cast<double>(image.guest_bytes);
   const double limit = options_.max_memory_ratio * static_cast<double>(memory->total_bytes);
@@ -179,6 +194,16 @@ PoolResult<void> Pool::admit(const Image& image) const {
                          options_.max_memory_ratio * 100)));
   }
   return {};
+}
+
+uint64_t Pool::committed_guest_bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& [id, sandbox] : sandboxes_) {
+    if (const auto image = images_.find(sandbox->record.image); image != images_.end()) {
+      bytes += image->second.guest_bytes;
+    }
+  }
+  return bytes;
 }
 
 PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
@@ -475,7 +500,13 @@ std::string Pool::metrics() const {
                       .in_use = count(name, SandboxState::kInUse),
                       .starting = count(name, SandboxState::kStarting)});
   }
-  return metrics_text(counters_, restore_latency_, gauges);
+  return metrics_text(counters_, restore_latency_, gauges) +
+         fmt::format(
+             "# HELP dsec_pool_guest_memory_committed_bytes Guest memory of every sandbox the "
+             "pool holds, what admission counts against --memory-overcommit.\n"
+             "# TYPE dsec_pool_guest_memory_committed_bytes gauge\n"
+             "dsec_pool_guest_memory_committed_bytes {}\n",
+             committed_guest_bytes());
 }
 
 void Pool::stop(Sandbox& sandbox, std::string why, int status) {

@@ -62,6 +62,10 @@ struct PoolOptions {
   // Refuse a new clone when the host's used memory plus the clone's guest memory would
   // pass this share of the host's memory.
   double max_memory_ratio = 0.9;
+  // And refuse one when the guest memory of every clone not yet gone, plus the new one's,
+  // would pass max_memory_ratio times this times the host's memory: 1 commits no more
+  // guest memory than the host has, above 1 counts on clones not writing all of theirs.
+  double memory_overcommit = 1.0;
   std::chrono::milliseconds ready_timeout{60'000};  // launch to the "ready" line
   std::chrono::milliseconds stop_grace{5'000};      // SIGTERM to SIGKILL
   std::chrono::milliseconds refill_backoff{1'000};  // after a clone failed to start
@@ -180,6 +184,8 @@ class Pool {
   void refill();
   void schedule_refill(std::chrono::milliseconds delay);
   PoolResult<void> admit(const Image& image) const;
+  // The guest memory of every sandbox the pool holds (starting, ready, in use, stopping).
+  uint64_t committed_guest_bytes() const;
   void persist(const Sandbox& sandbox);
   void set_timer(Sandbox& sandbox, std::chrono::nanoseconds delay,
                  void (Pool::*on_fire)(const std::string&));
