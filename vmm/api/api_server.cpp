@@ -312,12 +312,10 @@ void ApiServer::accept_clients(int listener) {
       continue;
     }
     const uint64_t id = next_id_++;
-    connections_.emplace(id, Connection{.fd = std::move(client),
-                                        .http = std::make_unique<HttpConnection>(limits_),
-                                        .watch = {},
-                                        .events = 0,
-                                        .in_serve = false,
-                                        .caller = std::move(*caller)});
+    Connection& c = connections_[id];
+    c.fd = std::move(client);
+    c.http = std::make_unique<HttpConnection>(limits_);
+    c.caller = std::move(*caller);
     serve(id);
   }
 }
