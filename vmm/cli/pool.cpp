@@ -80,7 +80,7 @@ Result<pool::AccessPolicy> access_policy(const PoolOptions& options) {
                             .hosts = pool::default_hosts(options.tcp_address, options.allow_hosts)};
   if (options.tcp_port && options.tokens.empty()) {
     return fail("--tcp-port needs --tokens FILE: a request over TCP carries a tenant's token",
-                "write a tokens file (docs/pool.md, \"Tenants and authentication\")");
+                "write a tokens file (docs/pool-tenants.md)");
   }
   if (!options.tcp_port && !options.tokens.empty()) {
     return fail("--tokens is for requests over TCP", "give --tcp-port too, or leave --tokens out");
@@ -117,6 +117,12 @@ int run_pool(const PoolOptions& options) {
     (void)std::fprintf(stderr, "dsec-vmm pool: %s\n", e.message().c_str());
     return 1;
   };
+  // Before anything is made: a refused tokens file leaves no state directory behind.
+  auto policy = access_policy(options);
+  if (!policy) {
+    return fail_with(policy.error());
+  }
+  const pool::TenantAccess access(std::move(*policy));
   auto state = pool::StateDir::open(options.state_dir);
   if (!state) {
     return fail_with(state.error());
@@ -129,11 +135,6 @@ int run_pool(const PoolOptions& options) {
   if (!vmm) {
     return fail_with(vmm.error());
   }
-  auto policy = access_policy(options);
-  if (!policy) {
-    return fail_with(policy.error());
-  }
-  const pool::TenantAccess access(std::move(*policy));
   // Bodies carry the files PUT into sandboxes.
   auto server = api::ApiServer::bind(options.socket,
                                      api::HttpLimits{.max_body_bytes = pool::kMaxPoolFileBytes});
