@@ -1,7 +1,9 @@
 // libFuzzer target: a hostile client's bytes through the pool daemon's whole request path:
-// the HTTP connection (http_parser, limits, pipelining), the pool's router, its request
-// bodies' parsers, and a real Pool on a real event loop and state directory, with one
-// image registered. Its launcher starts nothing (an acquire is answered 503, as when a
+// the HTTP connection (http_parser, limits, pipelining), the check of its caller (a Unix
+// caller of the operator's uid, of an allowed uid or of another, or a TCP one whose Host
+// and Authorization headers come from the input), the pool's router, its request bodies'
+// parsers, and a real Pool on a real event loop and state directory, with one image
+// registered. Its launcher starts nothing (an acquire is answered 503, as when a
 // clone cannot start), so no input makes a process. Nothing may crash, every answer must
 // be well formed with a status the API documents (docs/pool.md), and the output may not
 // grow past its limit by more than one answer.
@@ -19,6 +21,7 @@
 #include "vmm/io/event_loop.h"
 #include "vmm/pool/pool.h"
 #include "vmm/pool/pool_api.h"
+#include "vmm/pool/tenant_access.h"
 
 namespace {
 
@@ -73,8 +76,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                               .ttl_s = 0})) {
       std::abort();
     }
-    const api::Router router = pool::pool_router(pool);
-    static const std::set<int> kDocumented{200, 201, 204, 400, 404, 405, 409, 410, 429, 502, 503};
+    const pool::TenantAccess access(pool::AccessPolicy{
+        .daemon_uid = 0,
+        .allow_uids = {1000},
+        .allow_gids = {},
+        .tokens = {{.tenant = {.name = "worker",
+                               .is_operator = false,
+                               .quota = {.max_sandboxes = 1, .max_memory_bytes = {}}},
+                    .token = "fuzz-token-0123456789"}},
+        .hosts = pool::default_hosts("127.0.0.1", {"pool"})});
+    const api::Router router = pool::pool_router(pool, access);
+    // Who connected: the first byte picks one of four callers for the input.
+    api::Caller caller;
+    switch (data[0] % 4) {
+      case 0:
+        caller = {.transport = api::Caller::Transport::kUnix, .uid = 0, .gid = 0, .pid = 1};
+        break;
+      case 1:
+        caller = {.transport = api::Caller::Transport::kUnix, .uid = 1000, .gid = 1000, .pid = 2};
+        break;
+      case 2:
+        caller = {.transport = api::Caller::Transport::kUnix, .uid = 1001, .gid = 1001, .pid = 3};
+        break;
+      default:
+        caller = {.transport = api::Caller::Transport::kTcp, .peer = "192.0.2.7:40000"};
+        break;
+    }
+    static const std::set<int> kDocumented{200, 201, 204, 400, 401, 403, 404,
+                                           405, 409, 410, 429, 502, 503};
     api::HttpLimits limits;
     limits.max_pending_bytes = 4096;
     api::HttpConnection connection(limits);
@@ -87,6 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         connection.receive_eof();
       }
       while (auto request = connection.next_request()) {
+        request->caller = caller;
         const auto response = router.route(*request);
         if (!kDocumented.contains(response.status)) {
           std::abort();

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -227,6 +228,58 @@ TEST(ApiServerDeferred, AnAnswerGivenLaterReachesItsClientWhileOthersAreServed) 
   EXPECT_THAT(late, StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(late, HasSubstr(R"({"late":1})"));
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+}
+
+// Each request carries who connected, as the kernel said at accept: on the socket the
+// peer's uid, gid and pid (SO_PEERCRED), over TCP its address; never from the bytes.
+TEST(ApiServerCallers, EachRequestCarriesWhoConnected) {
+  test::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
+  ASSERT_OK_AND_ASSIGN(const uint16_t port, server->listen_on_tcp("127.0.0.1", 0));
+  ASSERT_OK(server->serve([](const HttpRequest& r) {
+    const bool unix_socket = r.caller.transport == Caller::Transport::kUnix;
+    return HttpResponse::json(nlohmann::json{{"unix", unix_socket},
+                                             {"uid", r.caller.uid},
+                                             {"gid", r.caller.gid},
+                                             {"pid", r.caller.pid},
+                                             {"peer", r.caller.peer}});
+  }));
+  ApiClient client(dir.file("api.sock"), std::chrono::seconds(10));
+  ASSERT_OK_AND_ASSIGN(auto over_unix, client.get("/who"));
+  EXPECT_EQ(over_unix.at("unix"), true);
+  EXPECT_EQ(over_unix.at("uid"), ::geteuid());
+  EXPECT_EQ(over_unix.at("gid"), ::getegid());
+  EXPECT_EQ(over_unix.at("pid"), ::getpid());
+  const std::string over_tcp = get_over_loopback(port, "/who");
+  EXPECT_THAT(over_tcp, HasSubstr(R"("unix":false)"));
+  EXPECT_THAT(over_tcp, HasSubstr(R"("peer":"127.0.0.1:)"));
+}
+
+TEST(ApiServerCallers, TheSocketModeChangesOnlyOnTheServersOwnFile) {
+  test::TempDir dir;
+  const std::string path = dir.file("api.sock");
+  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(path));
+  ASSERT_OK(server->set_socket_mode(0666));
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0666U);
+  // Swapped for a symbolic link to another file: that file keeps its mode.
+  const std::string other = dir.file("other");
+  std::ofstream(other) << "x";
+  ASSERT_EQ(::chmod(other.c_str(), 0600), 0);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::symlink(other.c_str(), path.c_str()), 0);
+  EXPECT_FALSE(server->set_socket_mode(0666));
+  ASSERT_EQ(::stat(other.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600U);
+}
+
+TEST(ApiServerLoopback, ANonNumericAddressIsRefused) {
+  test::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
+  const auto refused = server->listen_on_tcp("localhost", 0);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message(), HasSubstr("not a numeric IPv4 or IPv6 address"));
 }
 
 TEST(ApiServerLoopback, APortInUseIsRefusedSayingSo) {

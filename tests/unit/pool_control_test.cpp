@@ -71,20 +71,21 @@ class PoolControlTest : public PoolTest {
     EXPECT_TRUE(acquired) << acquired.error().message;
     return acquired ? (*acquired)["id"].get<std::string>() : "";
   }
-  using Call = void (Pool::*)(const std::string&, Pool::Answer);
+  using Call = void (Pool::*)(const Tenant&, const std::string&, Pool::Answer);
   PoolResult<nlohmann::json> call_now(Call call, const std::string& id) {
     auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
-    ((*pool_).*call)(id, [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
+    ((*pool_).*call)(kOperator, id,
+                     [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
     return wait_for(slot);
   }
   PoolResult<nlohmann::json> snapshot_now(const std::string& id, const std::string& dir) {
     auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
-    pool_->snapshot(id, dir,
+    pool_->snapshot(kOperator, id, dir,
                     [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
     return wait_for(slot);
   }
   std::string vsock_of(const std::string& id) {
-    return pool_->sandbox_json(id).value_or(nlohmann::json::object())["vsock"];
+    return pool_->sandbox_json(kOperator, id).value_or(nlohmann::json::object())["vsock"];
   }
 
   test::FakeVsockEndpoint endpoint_;
@@ -102,14 +103,14 @@ TEST_F(PoolControlTest, APausedSandboxRefusesExecAndIsNotHealthCheckedUntilResum
 
   auto refused = exec_now(*pool_, id);
   ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.error().status, 409);
+  EXPECT_EQ(refused.error().kind, Failure::kConflict);
   EXPECT_THAT(refused.error().message, HasSubstr("is paused: POST /sandboxes/" + id + "/resume"));
 
   // A paused guest takes no vsock connection: the health checks must let it be.
   endpoint_.silence(vsock_of(id));
   run_until([] { return false; }, 1s);
   EXPECT_EQ(pool_->counters().hung, 0U);
-  ASSERT_TRUE(pool_->sandbox_json(id));
+  ASSERT_TRUE(pool_->sandbox_json(kOperator, id));
 
   auto resumed = call_now(&Pool::resume, id);
   ASSERT_TRUE(resumed) << resumed.error().message;
@@ -135,12 +136,12 @@ TEST_F(PoolControlTest, ASnapshotPausesTheSandboxWritesItsImageAndResumesIt) {
 
   auto again = snapshot_now(id, dir);
   ASSERT_FALSE(again);
-  EXPECT_EQ(again.error().status, 409);
+  EXPECT_EQ(again.error().kind, Failure::kConflict);
   EXPECT_THAT(again.error().message, HasSubstr("exists: name a new one"));
 
   auto no_parent = snapshot_now(id, dir_.file("missing/fork"));
   ASSERT_FALSE(no_parent);
-  EXPECT_EQ(no_parent.error().status, 400);
+  EXPECT_EQ(no_parent.error().kind, Failure::kInvalid);
   EXPECT_THAT(no_parent.error().message, HasSubstr("its parent must exist"));
 }
 
@@ -154,7 +155,7 @@ TEST_F(PoolControlTest, ALongSnapshotIsNoHungSandbox) {
   auto made = snapshot_now(id, dir_.file("fork"));
   ASSERT_TRUE(made) << made.error().message;
   EXPECT_EQ(pool_->counters().hung, 0U) << "15 checks were due while it was paused";
-  EXPECT_TRUE(pool_->sandbox_json(id));
+  EXPECT_TRUE(pool_->sandbox_json(kOperator, id));
 }
 
 TEST_F(PoolControlTest, AFailedSnapshotLeavesNoDirectoryAndTheSandboxRunning) {
@@ -165,24 +166,24 @@ TEST_F(PoolControlTest, AFailedSnapshotLeavesNoDirectoryAndTheSandboxRunning) {
   const std::string dir = dir_.file("fork");
   auto failed = snapshot_now(id, dir);
   ASSERT_FALSE(failed);
-  EXPECT_EQ(failed.error().status, 502);
+  EXPECT_EQ(failed.error().kind, Failure::kAgentFailed);
   EXPECT_THAT(failed.error().message, HasSubstr("the disk is full"));
   EXPECT_FALSE(std::filesystem::exists(dir));
   EXPECT_EQ(apis_.at(id)->backend.calls, (std::vector<std::string>{"pause", "create"}))
       << "a sandbox paused by its client stays paused";
-  EXPECT_EQ(pool_->sandbox_json(id).value_or(nlohmann::json::object())["paused"], true);
+  EXPECT_EQ(pool_->sandbox_json(kOperator, id).value_or(nlohmann::json::object())["paused"], true);
 }
 
 TEST_F(PoolControlTest, ReleasedOrUnknownSandboxesCannotBePaused) {
   const std::string id = acquire_one();
   ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(pool_->release(id));
+  ASSERT_TRUE(pool_->release(kOperator, id));
   auto released = call_now(&Pool::pause, id);
   ASSERT_FALSE(released);
-  EXPECT_EQ(released.error().status, 410);
+  EXPECT_EQ(released.error().kind, Failure::kGone);
   auto unknown = call_now(&Pool::resume, "sb-0000000000000000");
   ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.error().status, 404);
+  EXPECT_EQ(unknown.error().kind, Failure::kNotFound);
 }
 
 }  // namespace

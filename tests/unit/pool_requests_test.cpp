@@ -112,18 +112,24 @@ TEST(PoolRequests, ExecRefusesBadInput) {
 }
 
 TEST(PoolStateRecords, ARecordReadsBackAsWritten) {
-  const SandboxRecord record{.id = "sb-0123",
-                             .image = "base",
-                             .process = {.pid = 4242, .start_time = 987654},
-                             .files = {.vsock = "/s/sb-0123.vsock",
-                                       .log = "/s/sb-0123.log",
-                                       .api = "/s/sb-0123.api"},
-                             .state = SandboxState::kInUse,
-                             .expires_at_ms = 1700000000123,
-                             .idle_timeout_ms = 30000,
-                             .paused = true};
+  const SandboxRecord record{
+      .id = "sb-0123",
+      .image = "base",
+      .process = {.pid = 4242, .start_time = 987654},
+      .files = {.vsock = "/s/sb-0123.vsock", .log = "/s/sb-0123.log", .api = "/s/sb-0123.api"},
+      .state = SandboxState::kInUse,
+      .expires_at_ms = 1700000000123,
+      .idle_timeout_ms = 30000,
+      .paused = true,
+      .owner = "uid:1000"};
   ASSERT_OK_AND_ASSIGN(auto back, parse_record(record_text(record)));
   EXPECT_EQ(back, record);
+  // The pool's own clone (no owner yet) reads back as no one's.
+  SandboxRecord ready = record;
+  ready.state = SandboxState::kReady;
+  ready.owner.clear();
+  ASSERT_OK_AND_ASSIGN(auto unowned, parse_record(record_text(ready)));
+  EXPECT_EQ(unowned.owner, "");
 }
 
 // A record written before idle timeouts and clone API sockets existed still reads, with

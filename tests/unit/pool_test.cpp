@@ -67,7 +67,7 @@ TEST_F(PoolTest, AnImageWhoseSnapshotNamesHostFilesOrHasNoAgentIsRefused) {
   std::ofstream(dir_.file("warm/state")) << "not a state file";
   const auto corrupt = pool->register_image(image(1, 1));
   ASSERT_FALSE(corrupt);
-  EXPECT_EQ(corrupt.error().status, 400);
+  EXPECT_EQ(corrupt.error().kind, Failure::kInvalid);
   EXPECT_THAT(corrupt.error().message, HasSubstr("snapshot state file"));
   EXPECT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }))
       << "the image registered last (the good one) still serves";
@@ -82,14 +82,14 @@ TEST_F(PoolTest, AnEmptyPoolStartsOneOnTheSpotAndRefusesPastItsMax) {
 
   auto second = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_FALSE(second);
-  EXPECT_EQ(second.error().status, 429);
+  EXPECT_EQ(second.error().kind, Failure::kFull);
   EXPECT_THAT(second.error().message,
               HasSubstr("image base has its maximum of 1 clones (1 in use"));
   EXPECT_EQ(pool->counters().refused, 1U);
 
   auto unknown = acquire_now(*pool, {.image = "other", .ttl_s = std::nullopt});
   ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.error().status, 404);
+  EXPECT_EQ(unknown.error().kind, Failure::kNotFound);
   EXPECT_THAT(unknown.error().message, HasSubstr("no image 'other' is registered"));
 }
 
@@ -104,7 +104,7 @@ TEST_F(PoolTest, AcquiresFromAnEmptyPoolWaitWithoutHoldingThePool) {
   EXPECT_EQ(pool->count("base", SandboxState::kStarting), 2U) << "one clone for each";
   const auto third = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_FALSE(third);
-  EXPECT_EQ(third.error().status, 429) << "past the image's max of 2";
+  EXPECT_EQ(third.error().kind, Failure::kFull) << "past the image's max of 2";
 
   const auto a = wait_for(first);
   const auto b = wait_for(second);
@@ -118,7 +118,7 @@ TEST_F(PoolTest, HostMemoryPastTheRatioIsRefused) {
   ASSERT_TRUE(pool->register_image(image(0, 4)));
   auto refused = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.error().status, 429);
+  EXPECT_EQ(refused.error().kind, Failure::kFull);
   EXPECT_THAT(refused.error().message, HasSubstr("past the pool's limit of 0%"));
 }
 
@@ -139,7 +139,7 @@ TEST_F(PoolTest, GuestMemoryCommittedPastTheLimitIsRefusedWhateverIsFreeNow) {
   ASSERT_TRUE(acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt}));
   auto third = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_FALSE(third);
-  EXPECT_EQ(third.error().status, 429);
+  EXPECT_EQ(third.error().kind, Failure::kFull);
   EXPECT_THAT(third.error().message,
               HasSubstr("the pool's clones may use 2048 MiB, and a clone of base 1024 MiB more, "
                         "past 2560 MiB"));
@@ -155,26 +155,26 @@ TEST_F(PoolTest, ReleaseStopsTheProcessAndRemovesItsFiles) {
   const pid_t pid = (*acquired)["pid"];
   EXPECT_TRUE(std::filesystem::exists(state_dir() + "/sandboxes/" + id + ".json"));
 
-  ASSERT_TRUE(pool->release(id));
-  auto twice = pool->release(id);
+  ASSERT_TRUE(pool->release(kOperator, id));
+  auto twice = pool->release(kOperator, id);
   ASSERT_FALSE(twice);
-  EXPECT_EQ(twice.error().status, 410);
+  EXPECT_EQ(twice.error().kind, Failure::kGone);
   EXPECT_THAT(twice.error().message, HasSubstr("is gone: it was released"));
-  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(id); }));
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(kOperator, id); }));
   EXPECT_FALSE(process_exists(pid)) << "stopped and reaped";
   EXPECT_FALSE(std::filesystem::exists(state_dir() + "/sandboxes/" + id + ".json"));
   EXPECT_FALSE(std::filesystem::exists(state_dir() + "/sandboxes/" + id + ".log"));
 
-  auto again = pool->release(id);
+  auto again = pool->release(kOperator, id);
   ASSERT_FALSE(again);
-  EXPECT_EQ(again.error().status, 410);
+  EXPECT_EQ(again.error().kind, Failure::kGone);
   EXPECT_THAT(again.error().message, HasSubstr("is gone: it was released"));
   auto exec = exec_now(*pool, id);
   ASSERT_FALSE(exec);
-  EXPECT_EQ(exec.error().status, 410);
-  auto unknown = pool->release("sb-nobody");
+  EXPECT_EQ(exec.error().kind, Failure::kGone);
+  auto unknown = pool->release(kOperator, "sb-nobody");
   ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.error().status, 404);
+  EXPECT_EQ(unknown.error().kind, Failure::kNotFound);
   EXPECT_EQ(pool->counters().released, 1U);
 }
 
@@ -182,10 +182,10 @@ TEST_F(PoolTest, AReadyCloneIsNotReleasable) {
   auto pool = make_pool(kServes);
   ASSERT_TRUE(pool->register_image(image(1, 1)));
   ASSERT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }));
-  const std::string id = pool->sandboxes_json()["sandboxes"][0]["id"];
-  auto released = pool->release(id);
+  const std::string id = pool->sandboxes_json(kOperator)["sandboxes"][0]["id"];
+  auto released = pool->release(kOperator, id);
   ASSERT_FALSE(released);
-  EXPECT_EQ(released.error().status, 409);
+  EXPECT_EQ(released.error().kind, Failure::kConflict);
   EXPECT_THAT(released.error().message, HasSubstr("is ready, not acquired"));
 }
 
@@ -198,9 +198,9 @@ TEST_F(PoolTest, AKilledVmmIsReportedLostWithItsLogAndReplaced) {
   ASSERT_EQ(::kill((*acquired)["pid"].get<pid_t>(), SIGKILL), 0);
 
   ASSERT_TRUE(run_until([&] { return pool->counters().lost == 1; }));
-  auto lost = pool->sandbox_json(id);
+  auto lost = pool->sandbox_json(kOperator, id);
   ASSERT_FALSE(lost);
-  EXPECT_EQ(lost.error().status, 410);
+  EXPECT_EQ(lost.error().kind, Failure::kGone);
   EXPECT_THAT(lost.error().message, HasSubstr("lost: its VMM killed by signal 9"));
   EXPECT_THAT(lost.error().message, HasSubstr("vmm: clone serving"));
   EXPECT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }))
@@ -225,15 +225,15 @@ TEST_F(PoolTest, AHungVmmIsReportedLostKilledAndReplaced) {
       << "every serving sandbox is checked each interval";
   EXPECT_THAT(endpoint.lines(), ::testing::Each(std::string("CONNECT 1024\n")));
   EXPECT_EQ(pool->counters().hung, 0U);
-  EXPECT_TRUE(pool->sandbox_json(id)) << "a sandbox that answers stays";
+  EXPECT_TRUE(pool->sandbox_json(kOperator, id)) << "a sandbox that answers stays";
 
   endpoint.silence((*acquired)["vsock"].get<std::string>());
   ASSERT_TRUE(run_until([&] { return pool->counters().hung == 1; }));
   EXPECT_EQ(pool->counters().lost, 1U);
   // It shows `stopping` until its VMM ended.
-  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(id); }));
-  auto lost = pool->sandbox_json(id);
-  EXPECT_EQ(lost.error().status, 410);
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(kOperator, id); }));
+  auto lost = pool->sandbox_json(kOperator, id);
+  EXPECT_EQ(lost.error().kind, Failure::kGone);
   EXPECT_THAT(lost.error().message,
               HasSubstr("lost: its VMM stopped answering (2 health checks in a row failed"));
   EXPECT_THAT(lost.error().message, HasSubstr("vmm: clone serving")) << "its log's last lines";
@@ -256,10 +256,10 @@ TEST_F(PoolTest, AHungVmmThatSigusr1EndsIsReportedWithItsLog) {
   ASSERT_TRUE(acquired) << acquired.error().message;
   const std::string id = (*acquired)["id"];
   endpoint.silence((*acquired)["vsock"].get<std::string>());
-  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(id); }));
-  EXPECT_EQ(pool->sandbox_json(id).error().status, 410);
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(kOperator, id); }));
+  EXPECT_EQ(pool->sandbox_json(kOperator, id).error().kind, Failure::kGone);
   ASSERT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }));
-  const auto lost = pool->sandbox_json(id);
+  const auto lost = pool->sandbox_json(kOperator, id);
   EXPECT_THAT(lost.error().message, HasSubstr("lost: its VMM stopped answering"));
   EXPECT_THAT(lost.error().message, HasSubstr("vmm: clone serving"));
   EXPECT_EQ(pool->counters().lost, 1U) << "one loss, though its VMM ended by itself";
@@ -277,15 +277,15 @@ TEST_F(PoolTest, AnExecRunsWhileThePoolServesOthers) {
 
   const auto exec = start_exec(*pool, id);
   EXPECT_FALSE(run_until([&] { return exec->has_value(); }, 300ms)) << "it waits on the agent";
-  EXPECT_TRUE(pool->keepalive(id));
+  EXPECT_TRUE(pool->keepalive(kOperator, id));
   auto other = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   EXPECT_TRUE(other) << "another client is served meanwhile";
-  ASSERT_TRUE(pool->release(id));
+  ASSERT_TRUE(pool->release(kOperator, id));
 
   endpoint.close_held();
   ASSERT_TRUE(run_until([&] { return exec->has_value(); }));
   ASSERT_FALSE(exec->value());
-  EXPECT_EQ(exec->value().error().status, 410);
+  EXPECT_EQ(exec->value().error().kind, Failure::kGone);
   EXPECT_THAT(exec->value().error().message, HasSubstr("is gone: it was released"));
 }
 
@@ -306,7 +306,7 @@ TEST_F(PoolTest, AnExecBrokenByItsVmmsEndSaysHowItEnded) {
   endpoint.close_held();  // the VMM's end closes its connections
   ASSERT_TRUE(run_until([&] { return exec->has_value(); }));
   ASSERT_FALSE(exec->value());
-  EXPECT_EQ(exec->value().error().status, 410);
+  EXPECT_EQ(exec->value().error().kind, Failure::kGone);
   EXPECT_THAT(exec->value().error().message, HasSubstr("lost: its VMM killed by signal 9"));
 }
 
@@ -321,7 +321,7 @@ TEST_F(PoolTest, AnExecHoldsOffTheIdleTimeoutAndABrokenOneIsA502) {
 
   auto broken = exec_now(*pool, id);  // the endpoint says OK, then closes
   ASSERT_FALSE(broken);
-  EXPECT_EQ(broken.error().status, 502);
+  EXPECT_EQ(broken.error().kind, Failure::kAgentFailed);
   EXPECT_THAT(broken.error().message, HasSubstr("exec in sandbox " + id + " failed"));
 
   endpoint.silence(acquired["vsock"].get<std::string>());
@@ -351,7 +351,7 @@ TEST_F(PoolTest, ExecAndFilesGoThroughTheSandboxesAgent) {
   const std::string guest_path = dir_.file("in-the-guest.bin");
   const std::string bytes("binary\0bytes\n", 13);
   std::optional<PoolResult<void>> written;
-  pool->write_file(id, guest_path, GuestFile{.bytes = bytes, .mode = 0640},
+  pool->write_file(kOperator, id, guest_path, GuestFile{.bytes = bytes, .mode = 0640},
                    [&](PoolResult<void> done) { written = std::move(done); });
   ASSERT_TRUE(run_until([&] { return written.has_value(); }));
   ASSERT_TRUE(written->has_value()) << written->error().message;
@@ -359,18 +359,19 @@ TEST_F(PoolTest, ExecAndFilesGoThroughTheSandboxesAgent) {
   EXPECT_EQ(std::filesystem::status(guest_path).permissions(), std::filesystem::perms(0640));
 
   std::optional<PoolResult<GuestFile>> read;
-  pool->read_file(id, guest_path, [&](PoolResult<GuestFile> file) { read = std::move(file); });
+  pool->read_file(kOperator, id, guest_path,
+                  [&](PoolResult<GuestFile> file) { read = std::move(file); });
   ASSERT_TRUE(run_until([&] { return read.has_value(); }));
   ASSERT_TRUE(read->has_value()) << read->error().message;
   EXPECT_EQ(read->value().bytes, bytes);
   EXPECT_EQ(read->value().mode, 0640U);
 
   read.reset();
-  pool->read_file(id, dir_.file("missing"),
+  pool->read_file(kOperator, id, dir_.file("missing"),
                   [&](PoolResult<GuestFile> file) { read = std::move(file); });
   ASSERT_TRUE(run_until([&] { return read.has_value(); }));
   ASSERT_FALSE(read->has_value());
-  EXPECT_EQ(read->error().status, 502);
+  EXPECT_EQ(read->error().kind, Failure::kAgentFailed);
   EXPECT_THAT(read->error().message, HasSubstr("copy out of sandbox " + id + " failed"));
 }
 
@@ -381,8 +382,10 @@ TEST_F(PoolTest, TimeToLiveStopsTheSandbox) {
   ASSERT_TRUE(acquired) << acquired.error().message;
   const std::string id = (*acquired)["id"];
   EXPECT_LE((*acquired)["expires_in_ms"].get<int64_t>(), 1000) << "the request's ttl wins";
-  ASSERT_TRUE(run_until([&] { return pool->counters().expired == 1 && !pool->sandbox_json(id); }));
-  EXPECT_THAT(pool->sandbox_json(id).error().message, HasSubstr("reached its time to live"));
+  ASSERT_TRUE(run_until(
+      [&] { return pool->counters().expired == 1 && !pool->sandbox_json(kOperator, id); }));
+  EXPECT_THAT(pool->sandbox_json(kOperator, id).error().message,
+              HasSubstr("reached its time to live"));
   EXPECT_FALSE(process_exists((*acquired)["pid"].get<pid_t>()));
 }
 
@@ -401,7 +404,8 @@ TEST_F(PoolTest, AnIdleTimeoutStopsASandboxOnlyOnceItsClientStopsAsking) {
   bool get = false;
   auto last_request = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() < renewing_until) {
-    ASSERT_TRUE(get ? pool->sandbox_json(id).has_value() : pool->keepalive(id).has_value());
+    ASSERT_TRUE(get ? pool->sandbox_json(kOperator, id).has_value()
+                    : pool->keepalive(kOperator, id).has_value());
     last_request = std::chrono::steady_clock::now();
     get = !get;
     const auto next = std::chrono::steady_clock::now() + 200ms;
@@ -413,9 +417,9 @@ TEST_F(PoolTest, AnIdleTimeoutStopsASandboxOnlyOnceItsClientStopsAsking) {
   // Then silence: stopped 2 s after the last request, and the client is told why.
   ASSERT_TRUE(run_until([&] { return pool->counters().idle_stopped == 1; }));
   EXPECT_GE(std::chrono::steady_clock::now() - last_request, 2000ms);
-  const auto gone = pool->keepalive(id);
+  const auto gone = pool->keepalive(kOperator, id);
   ASSERT_FALSE(gone);
-  EXPECT_EQ(gone.error().status, 410);
+  EXPECT_EQ(gone.error().kind, Failure::kGone);
   EXPECT_THAT(gone.error().message, HasSubstr("its idle timeout"));
   ASSERT_TRUE(run_until([&] { return !process_exists((*acquired)["pid"].get<pid_t>()); }));
   EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_idle_stopped_total 1"));
@@ -440,7 +444,7 @@ TEST_F(PoolTest, AVmmThatFailsToStartCountsARefillError) {
   ASSERT_TRUE(pool->register_image(image(0, 1)));
   auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_FALSE(acquired);
-  EXPECT_EQ(acquired.error().status, 503);
+  EXPECT_EQ(acquired.error().kind, Failure::kUnavailable);
   EXPECT_GE(pool->counters().refill_errors, 1U);
   EXPECT_EQ(pool->count("base", SandboxState::kStarting), 0U);
   EXPECT_TRUE(std::filesystem::is_empty(state_dir() + "/sandboxes"));
@@ -453,7 +457,7 @@ TEST_F(PoolTest, ShutdownStopsEveryProcessAndLeavesNoFile) {
   auto acquired = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
   ASSERT_TRUE(acquired) << acquired.error().message;
   std::vector<pid_t> pids;
-  const auto listed = pool->sandboxes_json();  // the loop must not outlive it
+  const auto listed = pool->sandboxes_json(kOperator);  // the loop must not outlive it
   for (const auto& s : listed["sandboxes"]) {
     pids.push_back(s["pid"]);
   }
@@ -489,17 +493,18 @@ TEST_F(PoolTest, ARestartedPoolAdoptsLiveSandboxesAndCleansDeadOnes) {
 
   auto pool = make_pool(kServes);
   pool->recover();
-  auto adopted = pool->sandbox_json("sb-live");
+  auto adopted = pool->sandbox_json(kOperator, "sb-live");
   ASSERT_TRUE(adopted) << adopted.error().message;
   EXPECT_EQ((*adopted)["state"], "in_use");
   EXPECT_TRUE(process_exists(live.identity.pid)) << "a sandbox a client holds is not stopped";
   EXPECT_EQ(pool->counters().lost, 1U);
-  EXPECT_THAT(pool->sandbox_json("sb-dead").error().message, HasSubstr("vmm: last words"));
+  EXPECT_THAT(pool->sandbox_json(kOperator, "sb-dead").error().message,
+              HasSubstr("vmm: last words"));
   EXPECT_FALSE(std::filesystem::exists(dead_files.log));
   EXPECT_FALSE(std::filesystem::exists(state_dir() + "/sandboxes/sb-dead.json"));
 
-  ASSERT_TRUE(pool->release("sb-live"));
-  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json("sb-live"); }));
+  ASSERT_TRUE(pool->release(kOperator, "sb-live"));
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(kOperator, "sb-live"); }));
   EXPECT_FALSE(process_exists(live.identity.pid));
 }
 

@@ -60,6 +60,9 @@ class ServingLauncher final : public VmmLauncher {
   std::string script_;
 };
 
+// The daemon's own user: the tenant every request of these tests comes from.
+inline const Tenant kOperator{.name = "uid:0", .is_operator = true, .quota = {}};
+
 inline bool process_exists(pid_t pid) {
   return ::kill(pid, 0) == 0 || errno != ESRCH;
 }
@@ -117,7 +120,8 @@ class PoolTest : public ::testing::Test {
   // Starts an acquire; its answer lands in the returned slot.
   Slot start_acquire(Pool& pool, const AcquireRequest& request) {
     auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
-    pool.acquire(request, [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
+    pool.acquire(kOperator, request,
+                 [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
     return slot;
   }
   // An acquire's answer, the loop run until it came.
@@ -126,7 +130,8 @@ class PoolTest : public ::testing::Test {
   }
   PoolResult<nlohmann::json> wait_for(const Slot& slot) {
     EXPECT_TRUE(run_until([&] { return slot->has_value(); }));
-    return slot->value_or(std::unexpected(PoolError{.status = 0, .message = "no answer"}));
+    return slot->value_or(
+        std::unexpected(PoolError{.kind = Failure::kUnavailable, .message = "no answer"}));
   }
 
   // A pool whose "VMMs" serve through `endpoint` (no health checks) with image(0, max), and
@@ -147,7 +152,7 @@ class PoolTest : public ::testing::Test {
     auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
     ExecCall call;
     call.request.argv = {"echo", "hi"};
-    pool.exec(id, std::move(call),
+    pool.exec(kOperator, id, std::move(call),
               [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
     return slot;
   }

@@ -1,6 +1,7 @@
 #include "vmm/api/api_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <system_error>
 
 #include "vmm/io/unix_socket.h"
@@ -48,10 +50,27 @@ Result<UniqueFd> bind_api_socket(const std::string& path) {
   return fd;
 }
 
-// A listening TCP socket on 127.0.0.1:`port`.
-Result<UniqueFd> listen_loopback(uint16_t port) {
-  const std::string where = "127.0.0.1:" + std::to_string(port);
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+// A listening TCP socket on `address`:`port` (numeric).
+Result<UniqueFd> listen_tcp(const std::string& address, uint16_t port) {
+  const std::string where = address + ":" + std::to_string(port);
+  // Parsed by hand: the binary is static, and getaddrinfo would want glibc's NSS at run time.
+  sockaddr_storage bound{};
+  socklen_t bound_size = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&bound);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&bound);
+  if (::inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    bound_size = sizeof *v4;
+  } else if (::inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    bound_size = sizeof *v6;
+  } else {
+    return fail("API on " + where + ": not a numeric IPv4 or IPv6 address",
+                "give one such as 127.0.0.1, 0.0.0.0 or ::1");
+  }
+  UniqueFd fd(::socket(bound.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) {
     return fail_errno("API on " + where + ": socket", errno);
   }
@@ -60,11 +79,7 @@ Result<UniqueFd> listen_loopback(uint16_t port) {
   if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0) {
     return fail_errno("API on " + where + ": SO_REUSEADDR", errno);
   }
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&bound), bound_size) != 0) {
     const int err = errno;
     return fail_errno(
         "API on " + where + ": bind", err,
@@ -74,6 +89,47 @@ Result<UniqueFd> listen_loopback(uint16_t port) {
     return fail_errno("API on " + where + ": listen", errno);
   }
   return fd;
+}
+
+// "a.b.c.d:port" or "[v6]:port"; empty when the address is of neither family.
+std::string address_text(const sockaddr_storage& address) {
+  std::array<char, INET6_ADDRSTRLEN> text{};
+  if (address.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+    ::inet_ntop(AF_INET, &v4.sin_addr, text.data(), text.size());
+    return std::string(text.data()) + ":" + std::to_string(ntohs(v4.sin_port));
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+    ::inet_ntop(AF_INET6, &v6.sin6_addr, text.data(), text.size());
+    return "[" + std::string(text.data()) + "]:" + std::to_string(ntohs(v6.sin6_port));
+  }
+  return {};
+}
+
+// Who is at the other end of an accepted connection; nullopt when the kernel cannot say.
+std::optional<Caller> caller_of(int fd, bool unix_socket) {
+  Caller caller;
+  if (unix_socket) {
+    ucred credentials{};
+    socklen_t size = sizeof credentials;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
+      return std::nullopt;
+    }
+    caller.transport = Caller::Transport::kUnix;
+    caller.uid = credentials.uid;
+    caller.gid = credentials.gid;
+    caller.pid = credentials.pid;
+    return caller;
+  }
+  sockaddr_storage peer{};
+  socklen_t size = sizeof peer;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &size) != 0) {
+    return std::nullopt;
+  }
+  caller.transport = Caller::Transport::kTcp;
+  caller.peer = address_text(peer);
+  return caller;
 }
 
 }  // namespace
@@ -115,19 +171,36 @@ Status ApiServer::launch(ThreadStart setup) {
   return ok();
 }
 
-Result<uint16_t> ApiServer::listen_on_loopback(uint16_t port) {
+Result<uint16_t> ApiServer::listen_on_tcp(const std::string& address, uint16_t port) {
   if (tcp_listener_ || handler_ || stopped_) {
     return fail("the API listens on a TCP port already, or serves already");
   }
-  tcp_listener_ = DSEC_TRY(listen_loopback(port));
-  sockaddr_in bound{};
+  tcp_listener_ = DSEC_TRY(listen_tcp(address, port));
+  sockaddr_storage bound{};
   socklen_t size = sizeof bound;
   if (::getsockname(tcp_listener_.get(), reinterpret_cast<sockaddr*>(&bound), &size) != 0) {
     const int err = errno;
     tcp_listener_.reset();
-    return fail_errno("API on 127.0.0.1: getsockname", err);
+    return fail_errno("API on " + address + ": getsockname", err);
   }
-  return ntohs(bound.sin_port);
+  // Both families keep the port at the same offset.
+  return ntohs(reinterpret_cast<const sockaddr_in&>(bound).sin_port);
+}
+
+Status ApiServer::set_socket_mode(mode_t mode) const {
+  // Through an O_PATH descriptor checked to be our socket: chmod on the path would follow a
+  // symbolic link swapped in by whoever can write the socket's directory.
+  UniqueFd file(::open(path_.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!file || ::fstat(file.get(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_ino != inode_) {
+    return fail("--api-sock " + path_ + " is no longer the socket this server made",
+                "stop whatever replaced it, and start again");
+  }
+  const std::string proc_path = "/proc/self/fd/" + std::to_string(file.get());
+  if (::chmod(proc_path.c_str(), mode) != 0) {
+    return fail_errno("--api-sock " + path_ + ": chmod", errno);
+  }
+  return ok();
 }
 
 Status ApiServer::serve(Handler handler) {
@@ -233,11 +306,16 @@ void ApiServer::accept_clients(int listener) {
       spdlog::warn("api: {} clients connected already; closing a new one", max_connections_);
       continue;
     }
+    auto caller = caller_of(client.get(), listener == listener_.get());
+    if (!caller) {
+      spdlog::warn("api: cannot tell who connected ({}); closing it", std::strerror(errno));
+      continue;
+    }
     const uint64_t id = next_id_++;
-    Connection connection;
-    connection.fd = std::move(client);
-    connection.http = std::make_unique<HttpConnection>(limits_);
-    connections_.emplace(id, std::move(connection));
+    Connection& c = connections_[id];
+    c.fd = std::move(client);
+    c.http = std::make_unique<HttpConnection>(limits_);
+    c.caller = std::move(*caller);
     serve(id);
   }
 }
@@ -313,6 +391,7 @@ void ApiServer::serve_connection(uint64_t id, Connection& c) {
       break;
     }
     spdlog::debug("api: {} {}", request->method_text, request->path);
+    request->caller = c.caller;
     handler_(*request, [this, id](const HttpResponse& response) { answer(id, response); });
     if (c.http->awaiting_response()) {
       break;  // answered later: answer() serves the connection again

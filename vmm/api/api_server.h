@@ -49,10 +49,13 @@ class ApiServer {
   // or stop(). A command launches it before its VM runs, so that no thread starts once
   // the main thread's filter is in. Once only.
   using ThreadStart = std::function<Status()>;
-  // Also serves on 127.0.0.1:`port` (0: a free port the kernel picks), from serve() on;
-  // returns the port. Loopback only, and unlike the socket file no permission guards it:
-  // any process of the host can connect. Before serve(); once only.
-  Result<uint16_t> listen_on_loopback(uint16_t port);
+  // Also serves on `address`:`port` (a numeric IPv4 or IPv6 address; port 0: a free port
+  // the kernel picks), from serve() on; returns the port. Unlike the socket file no
+  // permission guards it: whoever can reach the address can connect, so the handler must
+  // know its callers (HttpRequest::caller says who connected from where). Before serve();
+  // once only.
+  Result<uint16_t> listen_on_tcp(const std::string& address, uint16_t port);
+  Result<uint16_t> listen_on_loopback(uint16_t port) { return listen_on_tcp("127.0.0.1", port); }
   Status launch(ThreadStart setup = {});
   // Answers every request with `handler` from now on, on the API thread (launched now if
   // it was not). Once only.
@@ -61,6 +64,9 @@ class ApiServer {
   Status serve_deferred(DeferredHandler handler);
   // Before serve().
   void set_max_connections(size_t max) { max_connections_ = max; }
+  // Changes the socket file's mode (bind() makes it owner-only): the file this server
+  // made, never whatever another process may have put at its path since.
+  Status set_socket_mode(mode_t mode) const;
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
   // stop().
@@ -82,6 +88,7 @@ class ApiServer {
     io::WatchId watch{};
     uint32_t events = 0;    // what the watch waits for
     bool in_serve = false;  // serve() runs for it: an answer given now is sent from there
+    Caller caller;          // who connected, read at accept
     // Its deadline (HttpLimits' timeouts): the phase it was armed for, and whether bytes
     // went out since (a client that reads its answer earns more time).
     std::optional<io::TimerId> deadline;
@@ -109,7 +116,7 @@ class ApiServer {
 
   std::string path_;
   UniqueFd listener_;
-  UniqueFd tcp_listener_;  // listen_on_loopback()'s, if any
+  UniqueFd tcp_listener_;  // listen_on_tcp()'s, if any
   ino_t inode_;            // the socket file's, so that stop() removes only our own
   io::EventLoop loop_;
   DeferredHandler handler_;

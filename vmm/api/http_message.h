@@ -3,6 +3,8 @@
 // endpoints only ever see these.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,18 @@ enum class Method { kGet, kPut, kPatch, kPost, kDelete, kOther };
 // "GET", "PUT", ...; "?" for kOther.
 std::string_view method_name(Method method);
 
+// Who sent a request, as the server learned it when it accepted the connection.
+struct Caller {
+  enum class Transport { kNone, kUnix, kTcp };
+  Transport transport = Transport::kNone;  // kNone: no socket (a test, the fuzzer)
+  // kUnix: the peer's credentials from SO_PEERCRED, as they were when it connected.
+  uid_t uid = static_cast<uid_t>(-1);
+  gid_t gid = static_cast<gid_t>(-1);
+  pid_t pid = 0;
+  // kTcp: the peer's address and port ("192.0.2.7:51234", "[2001:db8::1]:51234").
+  std::string peer{};
+};
+
 struct HttpRequest {
   Method method = Method::kOther;
   std::string method_text;  // as the client sent it, for messages
@@ -26,6 +40,7 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   bool keep_alive = true;  // HTTP/1.1 without "Connection: close", or 1.0 with keep-alive
+  Caller caller;           // set by the server, never from the request's bytes
 
   // The first header called `name` (lower-case); empty when absent.
   std::string_view header(std::string_view name) const;

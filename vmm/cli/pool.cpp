@@ -21,6 +21,7 @@
 #include "vmm/cli/commands.h"
 #include "vmm/pool/pool_api.h"
 #include "vmm/pool/sandbox_files.h"
+#include "vmm/pool/tenant_access.h"
 
 namespace dsec::cli {
 namespace {
@@ -30,6 +31,11 @@ struct PoolOptions {
   std::string socket;
   std::string vmm;
   std::optional<uint16_t> tcp_port;
+  std::string tcp_address = "127.0.0.1";
+  std::string tokens;
+  std::vector<uid_t> allow_uids;
+  std::vector<gid_t> allow_gids;
+  std::vector<std::string> allow_hosts;
   double max_memory_ratio = 0.9;
   double memory_overcommit = 1.0;
   double ready_timeout_s = 60;
@@ -65,6 +71,37 @@ Result<UniqueFd> lock_state_dir(const std::string& dir) {
   return fd;
 }
 
+// Who may use the API, from the options: callers on the socket by uid and gid, on TCP by
+// the tokens file's bearer tokens (TCP is refused without one).
+Result<pool::AccessPolicy> access_policy(const PoolOptions& options) {
+  pool::AccessPolicy policy{.daemon_uid = ::geteuid(),
+                            .allow_uids = options.allow_uids,
+                            .allow_gids = options.allow_gids,
+                            .tokens = {},
+                            .hosts = pool::default_hosts(options.tcp_address, options.allow_hosts)};
+  if (options.tcp_port && options.tokens.empty()) {
+    return fail("--tcp-port needs --tokens FILE: a request over TCP carries a tenant's token",
+                "write a tokens file (docs/pool-tenants.md)");
+  }
+  if (!options.tcp_port && !options.tokens.empty()) {
+    return fail("--tokens is for requests over TCP", "give --tcp-port too, or leave --tokens out");
+  }
+  if (!options.tokens.empty()) {
+    policy.tokens = DSEC_TRY(pool::read_tokens_file(options.tokens, policy.daemon_uid));
+  }
+  return policy;
+}
+
+// The socket's mode: owner-only, unless other users may call (--allow-uid, --allow-gid).
+// Then anyone may connect, and SO_PEERCRED, read by the kernel at connect, is the check:
+// a file mode cannot name a set of users, and a caller not allowed gets 403 and nothing done.
+Status open_socket_to_allowed(const PoolOptions& options, const api::ApiServer& server) {
+  if (options.allow_uids.empty() && options.allow_gids.empty()) {
+    return ok();
+  }
+  return server.set_socket_mode(0666);
+}
+
 std::chrono::milliseconds milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
@@ -81,6 +118,12 @@ int run_pool(const PoolOptions& options) {
     (void)std::fprintf(stderr, "dsec-vmm pool: %s\n", e.message().c_str());
     return 1;
   };
+  // Before anything is made: a refused tokens file leaves no state directory behind.
+  auto policy = access_policy(options);
+  if (!policy) {
+    return fail_with(policy.error());
+  }
+  const pool::TenantAccess access(std::move(*policy));
   auto state = pool::StateDir::open(options.state_dir);
   if (!state) {
     return fail_with(state.error());
@@ -99,13 +142,16 @@ int run_pool(const PoolOptions& options) {
   if (!server) {
     return fail_with(server.error());
   }
+  if (auto opened = open_socket_to_allowed(options, **server); !opened) {
+    return fail_with(opened.error());
+  }
   if (options.tcp_port) {
-    auto port = (*server)->listen_on_loopback(*options.tcp_port);
+    auto port = (*server)->listen_on_tcp(options.tcp_address, *options.tcp_port);
     if (!port) {
       return fail_with(port.error());
     }
     // On stderr, so that a caller that asked for port 0 learns which one it got.
-    spdlog::info("pool: serving on 127.0.0.1:{} too", *port);
+    spdlog::info("pool: serving on {}:{} too", options.tcp_address, *port);
   }
   const std::string lock_path = state->path() + "/lock";
   pool::Pool pool((*server)->loop(), std::move(*state),
@@ -118,7 +164,7 @@ int run_pool(const PoolOptions& options) {
                                     .health_failures = options.health_failures});
   // Before serve(): the loop does not run yet, so its watches and timers may be set here.
   pool.recover();
-  const auto router = std::make_shared<api::Router>(pool::pool_router(pool));
+  const auto router = std::make_shared<api::Router>(pool::pool_router(pool, access));
   // Each client holds at most one request; an exec runs on a thread of its own meanwhile.
   (*server)->set_max_connections(kMaxClients);
   if (auto serving = (*server)->serve_deferred(
@@ -155,17 +201,46 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
       "the socket and every file the daemon made (the state directory is left empty). "
       "No request holds the others: an exec runs on a thread of its own, and an acquire "
       "from an empty pool waits on the event loop for a clone restored for it (up to 256 "
-      "clients at once). The daemon runs without a seccomp filter; "
+      "clients at once). Callers are known: on the socket by their uid (SO_PEERCRED; the "
+      "daemon's own user is the operator, others need --allow-uid or --allow-gid), on TCP by "
+      "a bearer token from --tokens; a sandbox answers only the tenant that acquired it. "
+      "The daemon runs without a seccomp filter; "
       "its VMMs have theirs (--seccomp, on by default).");
   pool->add_option("--state-dir", options->state_dir,
                    "The daemon's directory: images.json, and each sandbox's record, vsock "
                    "socket and log under sandboxes/ (made if missing; one daemon per directory)")
       ->required();
-  pool->add_option("--socket", options->socket, "The API's Unix socket (owner only)")->required();
+  pool->add_option("--socket", options->socket,
+                   "The API's Unix socket: owner-only, or mode 0666 with --allow-uid or "
+                   "--allow-gid (the caller's uid, read with SO_PEERCRED, is then the check)")
+      ->required();
+  pool->add_option("--allow-uid", options->allow_uids,
+                   "A user that may call on the socket, as tenant uid:UID (repeat it; the "
+                   "daemon's own user and root always may, as the operator)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  pool->add_option("--allow-gid", options->allow_gids,
+                   "A group whose members (by the primary gid they connect with) may call on "
+                   "the socket, each as tenant uid:UID (repeat it)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   pool->add_option("--tcp-port", options->tcp_port,
-                   "Also serve the API on 127.0.0.1:PORT (0: a free port, logged at start). "
-                   "Any process of the host can connect there: use it only where every local "
-                   "user may run sandboxes");
+                   "Also serve the API on --tcp-address:PORT (0: a free port, logged at start); "
+                   "needs --tokens: every request there carries a tenant's bearer token");
+  pool->add_option("--tcp-address", options->tcp_address,
+                   "The numeric IPv4 or IPv6 address --tcp-port listens on (0.0.0.0: every "
+                   "interface, so that workers on other hosts reach the node)")
+      ->capture_default_str();
+  pool->add_option("--tokens", options->tokens,
+                   "The tenants that may call over TCP, one a line: NAME TOKEN [operator] "
+                   "[max_sandboxes=N] [max_memory=SIZE]; read at start, refused unless owned by "
+                   "root or the daemon's user and not writable by group or others nor readable "
+                   "by others");
+  pool->add_option("--allow-host", options->allow_hosts,
+                   "A name a TCP request's Host header may give besides the listening address "
+                   "and localhost forms (repeat it); others get 403 (DNS rebinding)")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   pool->add_option("--vmm", options->vmm,
                    "The dsec-vmm binary that restores clones (default: this one)");
   pool->add_option("--max-memory-ratio", options->max_memory_ratio,

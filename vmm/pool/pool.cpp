@@ -93,20 +93,22 @@ PoolResult<nlohmann::json> Pool::add_image(const ImageSpec& spec) {
   const auto guest_bytes = std::filesystem::file_size(files.memory, ec);
   if (ec || !std::filesystem::is_regular_file(files.state, ec)) {
     return std::unexpected(
-        error(400, "'snapshot_dir' " + spec.snapshot_dir +
-                       " holds no warm image (its 'state' and 'memory' files): make one with "
-                       "dsec-vmm warm --out DIR"));
+        error(Failure::kInvalid,
+              "'snapshot_dir' " + spec.snapshot_dir +
+                  " holds no warm image (its 'state' and 'memory' files): make one with "
+                  "dsec-vmm warm --out DIR"));
   }
   if (auto shape = check_image_shape(files.state); !shape) {
-    return std::unexpected(error(400, "'snapshot_dir' " + spec.snapshot_dir + ": " +
-                                          shape.error().message()));
+    return std::unexpected(error(
+        Failure::kInvalid, "'snapshot_dir' " + spec.snapshot_dir + ": " + shape.error().message()));
   }
   const auto existing = images_.find(spec.name);
   if (existing != images_.end() && existing->second.spec.snapshot_dir != spec.snapshot_dir &&
       clones_of(spec.name) > 0) {
     return std::unexpected(
-        error(409, "image " + spec.name + " has clones of " + existing->second.spec.snapshot_dir +
-                       ": release them, or register the new directory under another name"));
+        error(Failure::kConflict,
+              "image " + spec.name + " has clones of " + existing->second.spec.snapshot_dir +
+                  ": release them, or register the new directory under another name"));
   }
   images_[spec.name] = Image{.spec = spec, .guest_bytes = guest_bytes};
   return image_spec_json(spec);
@@ -155,7 +157,7 @@ PoolResult<void> Pool::admit(const Image& image) const {
   const uint32_t clones = clones_of(image.spec.name);
   if (clones >= image.spec.max) {
     return std::unexpected(error(
-        429,
+        Failure::kFull,
         fmt::format("image {} has its maximum of {} clones ({} in use, {} ready, {} "
                     "starting): release a sandbox, or raise the image's 'max'",
                     image.spec.name, image.spec.max, count(image.spec.name, SandboxState::kInUse),
@@ -164,7 +166,7 @@ PoolResult<void> Pool::admit(const Image& image) const {
   }
   const auto memory = read_host_memory();
   if (!memory) {
-    return std::unexpected(error(503, memory.error().message()));
+    return std::unexpected(error(Failure::kUnavailable, memory.error().message()));
   }
   // What its clones may yet write, not only what they wrote: a clone shares its image's
   // pages until it writes them, so MemAvailable alone would admit clones that later push the
@@ -173,25 +175,27 @@ PoolResult<void> Pool::admit(const Image& image) const {
   const double commit_limit = options_.max_memory_ratio * options_.memory_overcommit *
                               static_cast<double>(memory->total_bytes);
   if (static_cast<double>(committed + image.guest_bytes) > commit_limit) {
-    return std::unexpected(error(
-        429, fmt::format("guest memory: the pool's clones may use {} MiB, and a clone of {} "
-                         "{} MiB more, past {:.0f} MiB (--max-memory-ratio {} of the host's {} "
-                         "MiB, times --memory-overcommit {}): release sandboxes or wait",
-                         committed >> 20, image.spec.name, image.guest_bytes >> 20,
-                         commit_limit / (1 << 20), options_.max_memory_ratio,
-                         memory->total_bytes >> 20, options_.memory_overcommit)));
+    return std::unexpected(
+        error(Failure::kFull,
+              fmt::format("guest memory: the pool's clones may use {} MiB, and a clone of {} "
+                          "{} MiB more, past {:.0f} MiB (--max-memory-ratio {} of the host's {} "
+                          "MiB, times --memory-overcommit {}): release sandboxes or wait",
+                          committed >> 20, image.spec.name, image.guest_bytes >> 20,
+                          commit_limit / (1 << 20), options_.max_memory_ratio,
+                          memory->total_bytes >> 20, options_.memory_overcommit)));
   }
   const double used = static_cast<double>(memory->total_bytes - memory->available_bytes) +
                       static_cast<double>(image.guest_bytes);
   const double limit = options_.max_memory_ratio * static_cast<double>(memory->total_bytes);
   if (used > limit) {
-    return std::unexpected(error(
-        429, fmt::format("host memory: {} MiB used of {} MiB, and a clone of {} may take {} MiB "
-                         "more, past the pool's limit of {:.0f}% (--max-memory-ratio): release "
-                         "sandboxes or wait",
-                         (memory->total_bytes - memory->available_bytes) >> 20,
-                         memory->total_bytes >> 20, image.spec.name, image.guest_bytes >> 20,
-                         options_.max_memory_ratio * 100)));
+    return std::unexpected(
+        error(Failure::kFull,
+              fmt::format("host memory: {} MiB used of {} MiB, and a clone of {} may take {} MiB "
+                          "more, past the pool's limit of {:.0f}% (--max-memory-ratio): release "
+                          "sandboxes or wait",
+                          (memory->total_bytes - memory->available_bytes) >> 20,
+                          memory->total_bytes >> 20, image.spec.name, image.guest_bytes >> 20,
+                          options_.max_memory_ratio * 100)));
   }
   return {};
 }
@@ -214,8 +218,9 @@ PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
   if (!launched) {
     ++counters_.refill_errors;
     ::unlink(files.log.c_str());
-    return std::unexpected(error(
-        503, "cannot start a clone of " + image.spec.name + ": " + launched.error().message()));
+    return std::unexpected(
+        error(Failure::kUnavailable,
+              "cannot start a clone of " + image.spec.name + ": " + launched.error().message()));
   }
   auto sandbox = std::make_unique<Sandbox>();
   sandbox->record = SandboxRecord{.id = id,
@@ -244,7 +249,8 @@ PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
     (void)reap_pidfd(s.pidfd.get());
     ++counters_.refill_errors;
     remove(id);
-    return std::unexpected(error(503, "cannot watch a new clone on the event loop"));
+    return std::unexpected(
+        error(Failure::kUnavailable, "cannot watch a new clone on the event loop"));
   }
   s.exit_watch = *exit_watch;
   s.ready_watch = *ready_watch;
@@ -282,7 +288,7 @@ void Pool::on_ready_readable(const std::string& id) {
   if (n > 0) {
     ++counters_.refill_errors;
     const std::string image = s.record.image;
-    stop(s, "its VMM wrote something other than the ready line", 410);
+    stop(s, "its VMM wrote something other than the ready line");
     on_start_failed(image);
   }
 }
@@ -310,7 +316,7 @@ void Pool::on_exit(const std::string& id) {
       break;
     case SandboxState::kStarting: {
       ++counters_.refill_errors;
-      remember_end(id, 410, "its VMM " + how + " before it served; its log ended:\n" + tail);
+      remember_end(s.record, "its VMM " + how + " before it served; its log ended:\n" + tail);
       spdlog::warn("pool: {} failed to start: its VMM {}; its log ended:\n{}", id, how, tail);
       // Not at once: a clone that cannot start would be retried in a tight loop. A waiting
       // acquire tries three at most.
@@ -323,7 +329,7 @@ void Pool::on_exit(const std::string& id) {
     case SandboxState::kReady:
     case SandboxState::kInUse:
       ++counters_.lost;
-      remember_end(id, 410, "the sandbox was lost: its VMM " + how + "; its log ended:\n" + tail);
+      remember_end(s.record, "the sandbox was lost: its VMM " + how + "; its log ended:\n" + tail);
       spdlog::warn("pool: {} lost: its VMM {}; its log ended:\n{}", id, how, tail);
       break;
   }
@@ -331,26 +337,33 @@ void Pool::on_exit(const std::string& id) {
   refill();
 }
 
-void Pool::acquire(const AcquireRequest& request, Answer answer) {
+void Pool::acquire(const Tenant& caller, const AcquireRequest& request, Answer answer) {
   const auto image = images_.find(request.image);
   if (image == images_.end()) {
-    answer(std::unexpected(error(404, "no image '" + request.image +
-                                          "' is registered: PUT /images/NAME with its "
-                                          "snapshot_dir first (GET /images lists them)")));
+    answer(std::unexpected(
+        error(Failure::kNotFound, "no image '" + request.image +
+                                      "' is registered: PUT /images/NAME with its "
+                                      "snapshot_dir first (GET /images lists them)")));
+    return;
+  }
+  if (auto room = check_quota(caller, image->second); !room) {
+    ++counters_.refused;
+    answer(std::unexpected(room.error()));
     return;
   }
   auto& waiting = waiters_[request.image];
   if (waiting.empty()) {
     for (auto& [id, s] : sandboxes_) {
       if (s->record.image == request.image && s->record.state == SandboxState::kReady) {
-        hand_over(*s, request, image->second);
+        hand_over(*s, caller, request, image->second);
         answer(sandbox_view(*s));
         refill();
         return;
       }
     }
   }
-  waiting.push_back(Waiter{.request = request, .answer = std::move(answer), .failed_starts = 0});
+  waiting.push_back(Waiter{
+      .caller = caller, .request = request, .answer = std::move(answer), .failed_starts = 0});
   start_for_waiters(request.image);
 }
 
@@ -358,15 +371,16 @@ void Pool::start_for_waiters(const std::string& image_name) {
   auto& waiting = waiters_[image_name];
   const auto image = images_.find(image_name);
   while (!waiting.empty() && count(image_name, SandboxState::kStarting) < waiting.size()) {
-    auto launched = image == images_.end()
-                        ? PoolResult<Sandbox*>(std::unexpected(
-                              error(404, "image " + image_name + " is no longer registered")))
-                        : launch(image->second);
+    auto launched =
+        image == images_.end()
+            ? PoolResult<Sandbox*>(std::unexpected(
+                  error(Failure::kNotFound, "image " + image_name + " is no longer registered")))
+            : launch(image->second);
     if (launched) {
       continue;
     }
     // The newest waiter hears why; those before it have their clones starting.
-    if (launched.error().status == 429) {
+    if (launched.error().kind == Failure::kFull) {
       ++counters_.refused;
     }
     auto refused = std::move(waiting.back());
@@ -383,7 +397,7 @@ void Pool::serve_waiter(Sandbox& sandbox) {
   }
   auto waiter = std::move(waiting.front());
   waiting.pop_front();
-  hand_over(sandbox, waiter.request, image->second);
+  hand_over(sandbox, waiter.caller, waiter.request, image->second);
   waiter.answer(sandbox_view(sandbox));
 }
 
@@ -395,16 +409,67 @@ void Pool::on_start_failed(const std::string& image) {
   if (++waiting.front().failed_starts >= 3) {
     auto failed = std::move(waiting.front());
     waiting.pop_front();
-    failed.answer(std::unexpected(error(503, "no clone of " + image +
-                                                 " came up (3 failed to start): GET /metrics "
-                                                 "counts refill errors, the daemon's log says "
-                                                 "why")));
+    failed.answer(std::unexpected(
+        error(Failure::kUnavailable, "no clone of " + image +
+                                         " came up (3 failed to start): GET /metrics "
+                                         "counts refill errors, the daemon's log says "
+                                         "why")));
   }
   start_for_waiters(image);
 }
 
-void Pool::hand_over(Sandbox& sandbox, const AcquireRequest& request, const Image& image) {
+PoolResult<void> Pool::check_quota(const Tenant& caller, const Image& image) const {
+  const auto& quota = caller.quota;
+  if (!quota.max_sandboxes && !quota.max_memory_bytes) {
+    return {};
+  }
+  // What the caller holds, and what its waiting acquires will hold.
+  uint32_t held = 0;
+  uint64_t memory = image.guest_bytes;
+  const auto add = [&](const std::string& image_name) {
+    ++held;
+    if (const auto it = images_.find(image_name); it != images_.end()) {
+      memory += it->second.guest_bytes;
+    }
+  };
+  for (const auto& [id, s] : sandboxes_) {
+    if (s->record.owner == caller.name && s->record.state == SandboxState::kInUse) {
+      add(s->record.image);
+    }
+  }
+  for (const auto& [image_name, waiting] : waiters_) {
+    for (const auto& waiter : waiting) {
+      if (waiter.caller.name == caller.name) {
+        add(image_name);
+      }
+    }
+  }
+  if (quota.max_sandboxes && held >= *quota.max_sandboxes) {
+    return std::unexpected(
+        error(Failure::kQuota, fmt::format("tenant {} holds {} sandboxes, its quota of sandboxes "
+                                           "(max_sandboxes): release one first",
+                                           caller.name, held)));
+  }
+  if (quota.max_memory_bytes && memory > *quota.max_memory_bytes) {
+    return std::unexpected(error(
+        Failure::kQuota,
+        fmt::format("tenant {}: a sandbox of {} ({} MiB of guest memory) would take its sandboxes "
+                    "to {} MiB, past its quota of guest memory (max_memory) of {} MiB: release "
+                    "one first",
+                    caller.name, image.spec.name, image.guest_bytes >> 20, memory >> 20,
+                    *quota.max_memory_bytes >> 20)));
+  }
+  return {};
+}
+
+bool Pool::sees(const Tenant& caller, const std::string& owner) {
+  return owner == caller.name || (owner.empty() && caller.is_operator);
+}
+
+void Pool::hand_over(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
+                     const Image& image) {
   sandbox.record.state = SandboxState::kInUse;
+  sandbox.record.owner = caller.name;
   const uint64_t ttl_s = request.ttl_s.value_or(image.spec.ttl_s);
   if (ttl_s > 0) {
     sandbox.record.expires_at_ms = wall_ms_now() + static_cast<int64_t>(ttl_s) * 1000;
@@ -417,58 +482,60 @@ void Pool::hand_over(Sandbox& sandbox, const AcquireRequest& request, const Imag
   persist(sandbox);
 }
 
-PoolResult<Pool::Sandbox*> Pool::in_use(const std::string& id) {
+PoolResult<Pool::Sandbox*> Pool::in_use(const Tenant& caller, const std::string& id) {
   const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) {
-    return std::unexpected(gone(id));
+  if (it == sandboxes_.end() || !sees(caller, it->second->record.owner)) {
+    return std::unexpected(gone(caller, id));
   }
   Sandbox& s = *it->second;
   if (s.record.state == SandboxState::kStopping) {
-    return std::unexpected(gone(id));  // released, expired, or not serving: it says which
+    return std::unexpected(gone(caller, id));  // released, expired, or not serving: it says which
   }
   if (s.record.state != SandboxState::kInUse) {
-    return std::unexpected(error(409, "sandbox " + id + " is " +
-                                          std::string(state_name(s.record.state)) +
-                                          ", not acquired: POST /sandboxes to acquire one"));
+    return std::unexpected(error(
+        Failure::kConflict, "sandbox " + id + " is " + std::string(state_name(s.record.state)) +
+                                ", not acquired: POST /sandboxes to acquire one"));
   }
   return &s;
 }
 
-PoolError Pool::gone(const std::string& id) const {
+PoolError Pool::gone(const Tenant& caller, const std::string& id) const {
   for (const auto& ended : ended_) {
-    if (ended.id == id) {
-      return error(ended.status, "sandbox " + id + " is gone: " + ended.why);
+    if (ended.id == id && sees(caller, ended.owner)) {
+      return error(Failure::kGone, "sandbox " + id + " is gone: " + ended.why);
     }
   }
-  return error(404, "no sandbox " + id + ": GET /sandboxes lists them");
+  return error(Failure::kNotFound, "no sandbox " + id + ": GET /sandboxes lists them");
 }
 
-PoolResult<void> Pool::release(const std::string& id) {
-  Sandbox* s = DSEC_TRY(in_use(id));
+PoolResult<void> Pool::release(const Tenant& caller, const std::string& id) {
+  Sandbox* s = DSEC_TRY(in_use(caller, id));
   ++counters_.released;
-  stop(*s, "it was released", 410);
+  stop(*s, "it was released");
   return {};
 }
 
-PoolResult<void> Pool::keepalive(const std::string& id) {
-  Sandbox* s = DSEC_TRY(in_use(id));
+PoolResult<void> Pool::keepalive(const Tenant& caller, const std::string& id) {
+  Sandbox* s = DSEC_TRY(in_use(caller, id));
   s->last_request = Clock::now();
   return {};
 }
 
-PoolResult<nlohmann::json> Pool::sandbox_json(const std::string& id) {
+PoolResult<nlohmann::json> Pool::sandbox_json(const Tenant& caller, const std::string& id) {
   const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) {
-    return std::unexpected(gone(id));
+  if (it == sandboxes_.end() || !sees(caller, it->second->record.owner)) {
+    return std::unexpected(gone(caller, id));
   }
   it->second->last_request = Clock::now();
   return sandbox_view(*it->second);
 }
 
-nlohmann::json Pool::sandboxes_json() const {
+nlohmann::json Pool::sandboxes_json(const Tenant& caller) const {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& [id, s] : sandboxes_) {
-    list.push_back(sandbox_view(*s));
+    if (sees(caller, s->record.owner)) {
+      list.push_back(sandbox_view(*s));
+    }
   }
   return {{"sandboxes", list}};
 }
@@ -509,8 +576,8 @@ std::string Pool::metrics() const {
              committed_guest_bytes());
 }
 
-void Pool::stop(Sandbox& sandbox, std::string why, int status) {
-  remember_end(sandbox.record.id, status, std::move(why));
+void Pool::stop(Sandbox& sandbox, std::string why) {
+  remember_end(sandbox.record, std::move(why));
   cancel_timer(sandbox);
   stop_watching_ready(sandbox);
   sandbox.record.state = SandboxState::kStopping;
@@ -599,7 +666,7 @@ void Pool::on_health(const std::string& id, HealthVerdict verdict) {
   ++counters_.hung;
   s.hung = fmt::format("stopped answering ({} health checks in a row failed, the last: {})",
                        s.failed_checks, verdict.why);
-  remember_end(id, 410, "the sandbox was lost: its VMM " + s.hung);
+  remember_end(s.record, "the sandbox was lost: its VMM " + s.hung);
   cancel_timer(s);
   stop_watching_ready(s);
   s.record.state = SandboxState::kStopping;
@@ -649,7 +716,7 @@ void Pool::on_ready_deadline(const std::string& id) {
   spdlog::warn("pool: {} did not serve within {} ms; stopping it", id,
                options_.ready_timeout.count());
   const std::string image = it->second->record.image;
-  stop(*it->second, "it did not serve within the ready timeout", 410);
+  stop(*it->second, "it did not serve within the ready timeout");
   schedule_refill(options_.refill_backoff);
   on_start_failed(image);
 }
@@ -684,7 +751,7 @@ void Pool::on_lease_end(const std::string& id) {
   if (s.record.expires_at_ms > 0 && wall_ms_now() >= s.record.expires_at_ms) {
     ++counters_.expired;
     spdlog::info("pool: {} reached its time to live", id);
-    stop(s, "it reached its time to live", 410);
+    stop(s, "it reached its time to live");
     return;
   }
   const auto idle = std::chrono::milliseconds(s.record.idle_timeout_ms);
@@ -692,10 +759,8 @@ void Pool::on_lease_end(const std::string& id) {
     ++counters_.idle_stopped;
     spdlog::info("pool: {}: no request for {} ms (its idle timeout): its client went away", id,
                  idle.count());
-    stop(s,
-         "no request named it for " + std::to_string(idle.count()) +
-             " ms, its idle timeout (a client keeps it with GET, exec or POST keepalive)",
-         410);
+    stop(s, "no request named it for " + std::to_string(idle.count()) +
+                " ms, its idle timeout (a client keeps it with GET, exec or POST keepalive)");
     return;
   }
   arm_lease(s);
@@ -720,8 +785,8 @@ void Pool::cancel_timer(Sandbox& sandbox) {
   }
 }
 
-void Pool::remember_end(const std::string& id, int status, std::string why) {
-  ended_.push_back(Ended{.id = id, .status = status, .why = std::move(why)});
+void Pool::remember_end(const SandboxRecord& record, std::string why) {
+  ended_.push_back(Ended{.id = record.id, .owner = record.owner, .why = std::move(why)});
   if (ended_.size() > kMaxEnded) {
     ended_.pop_front();
   }

@@ -38,25 +38,16 @@
 #include "vmm/io/event_loop.h"
 #include "vmm/pool/background_task.h"
 #include "vmm/pool/health_check.h"
+#include "vmm/pool/pool_error.h"
 #include "vmm/pool/pool_metrics.h"
 #include "vmm/pool/pool_requests.h"
 #include "vmm/pool/sandbox_exec.h"
 #include "vmm/pool/sandbox_files.h"
 #include "vmm/pool/state_records.h"
+#include "vmm/pool/tenant.h"
 #include "vmm/pool/vmm_launcher.h"
 
 namespace dsec::pool {
-
-// A request the pool refuses: the HTTP status to answer and what the client should do.
-struct PoolError {
-  int status = 400;
-  std::string message;
-};
-template <typename T>
-using PoolResult = std::expected<T, PoolError>;
-inline PoolError error(int status, std::string message) {
-  return PoolError{.status = status, .message = std::move(message)};
-}
 
 struct PoolOptions {
   // Refuse a new clone when the host's used memory plus the clone's guest memory would
@@ -94,31 +85,37 @@ class Pool {
   nlohmann::json images_json() const;
 
   using Answer = std::move_only_function<void(PoolResult<nlohmann::json>)>;
-  // Hands over a ready clone at once, or calls `answer` once a clone restored for it serves
-  // (or none could be: 429, 503).
-  void acquire(const AcquireRequest& request, Answer answer);
-  PoolResult<void> release(const std::string& id);
+  // Every call that names a sandbox takes its caller: a sandbox acquired by another tenant
+  // is kNotFound, exactly as an unknown id. The pool's own clones (ready, starting) are the
+  // operator's to see.
+  //
+  // Hands over a ready clone to `caller` at once, or calls `answer` once a clone restored
+  // for it serves (or none could be: kFull, kQuota, kUnavailable).
+  void acquire(const Tenant& caller, const AcquireRequest& request, Answer answer);
+  PoolResult<void> release(const Tenant& caller, const std::string& id);
   // Runs `call` in sandbox `id` on a thread of its own; `answer` runs on the loop's thread
   // with the outcome (at once when the pool refuses the request).
-  void exec(const std::string& id, ExecCall call, Answer answer);
+  void exec(const Tenant& caller, const std::string& id, ExecCall call, Answer answer);
   // Writes `file` to `guest_path` in sandbox `id`, or reads it, the same way.
-  void write_file(const std::string& id, const std::string& guest_path, GuestFile file,
-                  std::move_only_function<void(PoolResult<void>)> answer);
-  void read_file(const std::string& id, const std::string& guest_path,
+  void write_file(const Tenant& caller, const std::string& id, const std::string& guest_path,
+                  GuestFile file, std::move_only_function<void(PoolResult<void>)> answer);
+  void read_file(const Tenant& caller, const std::string& id, const std::string& guest_path,
                  std::move_only_function<void(PoolResult<GuestFile>)> answer);
   // Stops or restarts an acquired sandbox's vCPUs through its VMM's API socket; the answer
   // is the sandbox as GET shows it. A paused sandbox keeps its lease; exec and files wait
   // for its resume (409), health checks skip it.
-  void pause(const std::string& id, Answer answer);
-  void resume(const std::string& id, Answer answer);
+  void pause(const Tenant& caller, const std::string& id, Answer answer);
+  void resume(const Tenant& caller, const std::string& id, Answer answer);
   // Writes the sandbox's snapshot into `dir` (absolute; made here, so it must not exist) as
   // a warm image that PUT /images/NAME can register; a running sandbox is paused for it and
-  // resumed after. A snapshot that failed leaves no directory.
-  void snapshot(const std::string& id, const std::string& dir, Answer answer);
+  // resumed after. A snapshot that failed leaves no directory. The operator's only
+  // (kForbidden to its owner otherwise): it writes as root wherever `dir` points.
+  void snapshot(const Tenant& caller, const std::string& id, const std::string& dir, Answer answer);
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
-  PoolResult<void> keepalive(const std::string& id);
-  PoolResult<nlohmann::json> sandbox_json(const std::string& id);
-  nlohmann::json sandboxes_json() const;
+  PoolResult<void> keepalive(const Tenant& caller, const std::string& id);
+  PoolResult<nlohmann::json> sandbox_json(const Tenant& caller, const std::string& id);
+  // The sandboxes `caller` may see.
+  nlohmann::json sandboxes_json(const Tenant& caller) const;
   std::string metrics() const;
   const PoolCounters& counters() const { return counters_; }
   // How many sandboxes of `image` are in `state`.
@@ -152,7 +149,7 @@ class Pool {
   // How a sandbox that is gone ended, for the client that asks about it later.
   struct Ended {
     std::string id;
-    int status;  // 410 mostly
+    std::string owner;  // the tenant that held it; empty: none
     std::string why;
   };
 
@@ -167,6 +164,7 @@ class Pool {
   void on_exit(const std::string& id);
   // An acquire waiting for a clone of its image to serve.
   struct Waiter {
+    Tenant caller;
     AcquireRequest request;
     Answer answer;
     uint32_t failed_starts = 0;  // clones that failed to start while it was first in line
@@ -178,8 +176,13 @@ class Pool {
   void serve_waiter(Sandbox& sandbox);
   // A clone of `image` failed to start: the first waiter counts it, and gives up at three.
   void on_start_failed(const std::string& image);
-  void hand_over(Sandbox& sandbox, const AcquireRequest& request, const Image& image);
-  void stop(Sandbox& sandbox, std::string why, int status);
+  void hand_over(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
+                 const Image& image);
+  // Whether `caller`'s quotas leave room for one more sandbox of `image` (kQuota if not).
+  PoolResult<void> check_quota(const Tenant& caller, const Image& image) const;
+  // Whether `caller` may see a sandbox held by `owner` (empty: none).
+  static bool sees(const Tenant& caller, const std::string& owner);
+  void stop(Sandbox& sandbox, std::string why);
   void remove(const std::string& id);
   void refill();
   void schedule_refill(std::chrono::milliseconds delay);
@@ -210,17 +213,19 @@ class Pool {
   enum class Needs { kRunningGuest, kVmmOnly };
   using AgentWork = std::move_only_function<bool(const SandboxFiles& sockets)>;
   using AgentDone = std::move_only_function<void(PoolResult<void> still_in_use)>;
-  void run_agent_request(const std::string& id, AgentWork work, AgentDone done,
-                         Needs needs = Needs::kRunningGuest);
-  void set_paused(const std::string& id, bool paused, Answer answer);
-  // The sandbox `id` when it is acquired and its VMM has an API socket.
-  PoolResult<Sandbox*> with_api(const std::string& id);
-  PoolResult<void> end_agent_request(const std::string& id);
+  void run_agent_request(const Tenant& caller, const std::string& id, AgentWork work,
+                         AgentDone done, Needs needs = Needs::kRunningGuest);
+  void set_paused(const Tenant& caller, const std::string& id, bool paused, Answer answer);
+  // The sandbox `id` when `caller` holds it and its VMM has an API socket.
+  PoolResult<Sandbox*> with_api(const Tenant& caller, const std::string& id);
+  PoolResult<void> end_agent_request(const Tenant& caller, const std::string& id);
   PoolError agent_failure(const std::string& id, const std::string& what, const Error& e,
                           const PoolResult<void>& still_in_use) const;
-  void remember_end(const std::string& id, int status, std::string why);
-  PoolResult<Sandbox*> in_use(const std::string& id);
-  PoolError gone(const std::string& id) const;
+  void remember_end(const SandboxRecord& record, std::string why);
+  // The sandbox `id` when `caller` holds it.
+  PoolResult<Sandbox*> in_use(const Tenant& caller, const std::string& id);
+  // Why `caller` cannot reach sandbox `id`: gone, with how, or not found.
+  PoolError gone(const Tenant& caller, const std::string& id) const;
   nlohmann::json sandbox_view(const Sandbox& sandbox) const;
   uint32_t clones_of(const std::string& image) const;
   void adopt(SandboxRecord record, UniqueFd pidfd);

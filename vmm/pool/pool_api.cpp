@@ -10,10 +10,18 @@ using api::HttpResponse;
 using api::Method;
 using Args = std::vector<std::string>;
 
+HttpResponse fault(const PoolError& e) {
+  HttpResponse response = HttpResponse::fault(e.message, http_status(e.kind));
+  if (e.kind == Failure::kUnauthenticated) {
+    response.headers.emplace_back("WWW-Authenticate", "Bearer");
+  }
+  return response;
+}
+
 template <typename T>
 HttpResponse answer(const PoolResult<T>& result, int status = 200) {
   if (!result) {
-    return HttpResponse::fault(result.error().message, result.error().status);
+    return fault(result.error());
   }
   if constexpr (std::is_void_v<T>) {
     return HttpResponse::no_content();
@@ -26,124 +34,211 @@ HttpResponse bad_body(const Error& e) {
   return HttpResponse::fault(e.message(), 400);
 }
 
+// Who may take a route: any tenant the daemon knows, or its operator only.
+enum class Who { kTenant, kOperator };
+
+// The pool's routes, each behind the check of its caller: a handler runs only for a
+// caller that TenantAccess knows and `Who` allows, and learns which tenant it is.
+class TenantRoutes {
+ public:
+  using Handler = std::function<HttpResponse(const Tenant&, const HttpRequest&, const Args&)>;
+  using Deferred =
+      std::function<void(const Tenant&, const HttpRequest&, const Args&, api::Responder)>;
+
+  TenantRoutes(api::Router& router, const TenantAccess& access)
+      : router_(router), access_(access) {}
+
+  void add(Method method, std::string_view pattern, Who who, Handler handler) {
+    add_deferred(method, pattern, who,
+                 [handler = std::move(handler)](const Tenant& tenant, const HttpRequest& request,
+                                                const Args& args, api::Responder respond) {
+                   respond(handler(tenant, request, args));
+                 });
+  }
+  void add_deferred(Method method, std::string_view pattern, Who who, Deferred handler) {
+    router_.add_deferred(
+        method, pattern,
+        [&access = access_, who, pattern = std::string(pattern), handler = std::move(handler)](
+            const HttpRequest& request, const Args& args, api::Responder respond) {
+          auto tenant = access.identify(request);
+          if (!tenant) {
+            respond(fault(tenant.error()));
+            return;
+          }
+          if (who == Who::kOperator && !tenant->is_operator) {
+            respond(fault(error(Failure::kForbidden, pattern + " is the operator's (the daemon's "
+                                                               "own user, or a token marked "
+                                                               "operator); tenants may list "
+                                                               "images and acquire sandboxes")));
+            return;
+          }
+          handler(*tenant, request, args, std::move(respond));
+        });
+  }
+
+ private:
+  api::Router& router_;
+  const TenantAccess& access_;
+};
+
 }  // namespace
 
-api::Router pool_router(Pool& pool) {
+int http_status(Failure kind) {
+  switch (kind) {
+    case Failure::kInvalid:
+      return 400;
+    case Failure::kUnauthenticated:
+      return 401;
+    case Failure::kForbidden:
+      return 403;
+    case Failure::kNotFound:
+      return 404;
+    case Failure::kConflict:
+      return 409;
+    case Failure::kGone:
+      return 410;
+    case Failure::kFull:
+    case Failure::kQuota:
+      return 429;
+    case Failure::kAgentFailed:
+      return 502;
+    case Failure::kUnavailable:
+      return 503;
+  }
+  return 500;
+}
+
+api::Router pool_router(Pool& pool, const TenantAccess& access) {
   api::Router router;
-  router.add(Method::kGet, "/images", [&pool](const HttpRequest&, const Args&) {
-    return HttpResponse::json(pool.images_json());
-  });
-  router.add(Method::kPut, "/images/{name}", [&pool](const HttpRequest& request, const Args& args) {
-    auto spec = parse_image_spec(args[0], request.body);
-    if (!spec) {
-      return bad_body(spec.error());
-    }
-    return answer(pool.register_image(*spec));
-  });
-  router.add(Method::kGet, "/sandboxes", [&pool](const HttpRequest&, const Args&) {
-    return HttpResponse::json(pool.sandboxes_json());
-  });
-  router.add_deferred(Method::kPost, "/sandboxes",
-                      [&pool](const HttpRequest& request, const Args&, api::Responder respond) {
-                        auto acquire = parse_acquire(request.body);
-                        if (!acquire) {
-                          respond(bad_body(acquire.error()));
-                          return;
-                        }
-                        pool.acquire(*acquire, [respond = std::move(respond)](
-                                                   PoolResult<nlohmann::json> sandbox) mutable {
-                          respond(answer(sandbox, 201));
-                        });
-                      });
-  router.add(Method::kGet, "/sandboxes/{id}", [&pool](const HttpRequest&, const Args& args) {
-    return answer(pool.sandbox_json(args[0]));
-  });
-  router.add(Method::kDelete, "/sandboxes/{id}", [&pool](const HttpRequest&, const Args& args) {
-    return answer(pool.release(args[0]));
-  });
-  router.add_deferred(
-      Method::kPost, "/sandboxes/{id}/exec",
-      [&pool](const HttpRequest& request, const Args& args, api::Responder respond) {
+  TenantRoutes routes(router, access);
+  routes.add(Method::kGet, "/images", Who::kTenant,
+             [&pool](const Tenant&, const HttpRequest&, const Args&) {
+               return HttpResponse::json(pool.images_json());
+             });
+  routes.add(Method::kPut, "/images/{name}", Who::kOperator,
+             [&pool](const Tenant&, const HttpRequest& request, const Args& args) {
+               auto spec = parse_image_spec(args[0], request.body);
+               if (!spec) {
+                 return bad_body(spec.error());
+               }
+               return answer(pool.register_image(*spec));
+             });
+  routes.add(Method::kGet, "/sandboxes", Who::kTenant,
+             [&pool](const Tenant& tenant, const HttpRequest&, const Args&) {
+               return HttpResponse::json(pool.sandboxes_json(tenant));
+             });
+  routes.add_deferred(
+      Method::kPost, "/sandboxes", Who::kTenant,
+      [&pool](const Tenant& tenant, const HttpRequest& request, const Args&,
+              api::Responder respond) {
+        auto acquire = parse_acquire(request.body);
+        if (!acquire) {
+          respond(bad_body(acquire.error()));
+          return;
+        }
+        pool.acquire(tenant, *acquire,
+                     [respond = std::move(respond)](PoolResult<nlohmann::json> sandbox) mutable {
+                       respond(answer(sandbox, 201));
+                     });
+      });
+  routes.add(Method::kGet, "/sandboxes/{id}", Who::kTenant,
+             [&pool](const Tenant& tenant, const HttpRequest&, const Args& args) {
+               return answer(pool.sandbox_json(tenant, args[0]));
+             });
+  routes.add(Method::kDelete, "/sandboxes/{id}", Who::kTenant,
+             [&pool](const Tenant& tenant, const HttpRequest&, const Args& args) {
+               return answer(pool.release(tenant, args[0]));
+             });
+  routes.add_deferred(
+      Method::kPost, "/sandboxes/{id}/exec", Who::kTenant,
+      [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args,
+              api::Responder respond) {
         auto call = parse_exec(request.body);
         if (!call) {
           respond(bad_body(call.error()));
           return;
         }
-        pool.exec(args[0], std::move(*call),
+        pool.exec(tenant, args[0], std::move(*call),
                   [respond = std::move(respond)](PoolResult<nlohmann::json> outcome) mutable {
                     respond(answer(outcome));
                   });
       });
-  router.add_deferred(
-      Method::kPut, "/sandboxes/{id}/files",
-      [&pool](const HttpRequest& request, const Args& args, api::Responder respond) {
+  routes.add_deferred(
+      Method::kPut, "/sandboxes/{id}/files", Who::kTenant,
+      [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args,
+              api::Responder respond) {
         auto target = parse_file_target(request.header(kPathHeader), request.header(kModeHeader));
         if (!target) {
           respond(bad_body(target.error()));
           return;
         }
-        pool.write_file(args[0], target->guest_path,
+        pool.write_file(tenant, args[0], target->guest_path,
                         GuestFile{.bytes = request.body, .mode = target->mode},
                         [respond = std::move(respond)](PoolResult<void> written) mutable {
                           respond(answer(written));
                         });
       });
-  router.add_deferred(
-      Method::kGet, "/sandboxes/{id}/files",
-      [&pool](const HttpRequest& request, const Args& args, api::Responder respond) {
-        auto target = parse_file_target(request.header(kPathHeader), "");
-        if (!target) {
-          respond(bad_body(target.error()));
-          return;
-        }
-        pool.read_file(args[0], target->guest_path,
-                       [respond = std::move(respond)](PoolResult<GuestFile> file) mutable {
-                         if (!file) {
-                           respond(HttpResponse::fault(file.error().message, file.error().status));
-                           return;
-                         }
-                         HttpResponse bytes{
-                             .status = 200,
-                             .body = std::move(file->bytes),
-                             .content_type = "application/octet-stream",
-                             .headers = {{"X-Dsec-Mode", fmt::format("{:04o}", file->mode)}}};
-                         respond(std::move(bytes));
-                       });
-      });
+  routes.add_deferred(Method::kGet, "/sandboxes/{id}/files", Who::kTenant,
+                      [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args,
+                              api::Responder respond) {
+                        auto target = parse_file_target(request.header(kPathHeader), "");
+                        if (!target) {
+                          respond(bad_body(target.error()));
+                          return;
+                        }
+                        pool.read_file(
+                            tenant, args[0], target->guest_path,
+                            [respond = std::move(respond)](PoolResult<GuestFile> file) mutable {
+                              if (!file) {
+                                respond(fault(file.error()));
+                                return;
+                              }
+                              HttpResponse bytes{
+                                  .status = 200,
+                                  .body = std::move(file->bytes),
+                                  .content_type = "application/octet-stream",
+                                  .headers = {{"X-Dsec-Mode", fmt::format("{:04o}", file->mode)}}};
+                              respond(std::move(bytes));
+                            });
+                      });
   for (const bool pause : {true, false}) {
-    router.add_deferred(
-        Method::kPost, pause ? "/sandboxes/{id}/pause" : "/sandboxes/{id}/resume",
-        [&pool, pause](const HttpRequest&, const Args& args, api::Responder respond) {
+    routes.add_deferred(
+        Method::kPost, pause ? "/sandboxes/{id}/pause" : "/sandboxes/{id}/resume", Who::kTenant,
+        [&pool, pause](const Tenant& tenant, const HttpRequest&, const Args& args,
+                       api::Responder respond) {
           auto respond_with = [respond =
                                    std::move(respond)](PoolResult<nlohmann::json> sandbox) mutable {
             respond(answer(sandbox));
           };
           if (pause) {
-            pool.pause(args[0], std::move(respond_with));
+            pool.pause(tenant, args[0], std::move(respond_with));
           } else {
-            pool.resume(args[0], std::move(respond_with));
+            pool.resume(tenant, args[0], std::move(respond_with));
           }
         });
   }
-  router.add_deferred(
-      Method::kPost, "/sandboxes/{id}/snapshot",
-      [&pool](const HttpRequest& request, const Args& args, api::Responder respond) {
+  routes.add_deferred(
+      Method::kPost, "/sandboxes/{id}/snapshot", Who::kTenant,
+      [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args,
+              api::Responder respond) {
         auto dir = parse_snapshot_dir(request.body);
         if (!dir) {
           respond(bad_body(dir.error()));
           return;
         }
-        pool.snapshot(args[0], *dir,
+        pool.snapshot(tenant, args[0], *dir,
                       [respond = std::move(respond)](PoolResult<nlohmann::json> made) mutable {
                         respond(answer(made, 201));
                       });
       });
-  router.add(
-      Method::kPost, "/sandboxes/{id}/keepalive",
-      [&pool](const HttpRequest&, const Args& args) { return answer(pool.keepalive(args[0])); });
-  router.add(Method::kGet, "/metrics", [&pool](const HttpRequest&, const Args&) {
-    return HttpResponse::text(pool.metrics(), "text/plain; version=0.0.4");
-  });
+  routes.add(Method::kPost, "/sandboxes/{id}/keepalive", Who::kTenant,
+             [&pool](const Tenant& tenant, const HttpRequest&, const Args& args) {
+               return answer(pool.keepalive(tenant, args[0]));
+             });
+  routes.add(Method::kGet, "/metrics", Who::kTenant,
+             [&pool](const Tenant&, const HttpRequest&, const Args&) {
+               return HttpResponse::text(pool.metrics(), "text/plain; version=0.0.4");
+             });
   return router;
 }
 

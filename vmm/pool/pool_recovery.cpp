@@ -32,7 +32,7 @@ void Pool::recover() {
       if (record.state == SandboxState::kReady || record.state == SandboxState::kInUse) {
         ++counters_.lost;
         const std::string tail = log_tail(record.files.log);
-        remember_end(record.id, 410,
+        remember_end(record,
                      "the sandbox was lost while the daemon was away; its log ended:\n" + tail);
         spdlog::warn("pool: {} was lost while the daemon was away; its log ended:\n{}", record.id,
                      tail);
@@ -78,7 +78,7 @@ void Pool::adopt(SandboxRecord record, UniqueFd pidfd) {
     // Starting (its ready pipe was the old daemon's), stopping, or of an image no longer
     // registered: stopped. A sandbox nobody can reach must not run on.
     spdlog::info("pool: {} ({}) found running; stopping it", id, state_name(s.record.state));
-    stop(s, "the daemon restarted while it was " + std::string(state_name(s.record.state)), 410);
+    stop(s, "the daemon restarted while it was " + std::string(state_name(s.record.state)));
     if (!watch) {
       ::killpg(s.record.process.pid, SIGKILL);
     }

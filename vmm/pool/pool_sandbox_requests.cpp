@@ -27,16 +27,18 @@ void remove_snapshot_dir(const std::string& dir) {
 
 }  // namespace
 
-void Pool::run_agent_request(const std::string& id, AgentWork work, AgentDone done, Needs needs) {
-  auto sandbox = in_use(id);
+void Pool::run_agent_request(const Tenant& caller, const std::string& id, AgentWork work,
+                             AgentDone done, Needs needs) {
+  auto sandbox = in_use(caller, id);
   if (!sandbox) {
     done(std::unexpected(sandbox.error()));
     return;
   }
   Sandbox& s = **sandbox;
   if (needs == Needs::kRunningGuest && s.record.paused) {
-    done(std::unexpected(
-        error(409, "sandbox " + id + " is paused: POST /sandboxes/" + id + "/resume first")));
+    done(
+        std::unexpected(error(Failure::kConflict, "sandbox " + id + " is paused: POST /sandboxes/" +
+                                                      id + "/resume first")));
     return;
   }
   // Shared: the task's completion calls it, or this does when the task cannot start.
@@ -48,25 +50,26 @@ void Pool::run_agent_request(const std::string& id, AgentWork work, AgentDone do
       [work = std::move(work), sockets = s.record.files, succeeded]() mutable {
         *succeeded = work(sockets);
       },
-      [this, key, id, finish, succeeded] {
+      [this, key, caller, id, finish, succeeded] {
         // This runs inside the task's own completion: it goes when this returns.
         const auto finished = std::move(agent_requests_.at(key));
         agent_requests_.erase(key);
         const auto it = sandboxes_.find(id);
         if (*succeeded || it == sandboxes_.end() || pidfd_exited(it->second->pidfd.get())) {
-          (*finish)(end_agent_request(id));
+          (*finish)(end_agent_request(caller, id));
           return;
         }
         // It may have broken off because its VMM is dying: its end, which follows closely,
         // tells the client more (a guest crash, say) than a closed connection.
-        auto later =
-            loop_.add_timer(kVmmEndGrace, [this, id, finish] { (*finish)(end_agent_request(id)); });
+        auto later = loop_.add_timer(
+            kVmmEndGrace, [this, caller, id, finish] { (*finish)(end_agent_request(caller, id)); });
         if (!later) {
-          (*finish)(end_agent_request(id));
+          (*finish)(end_agent_request(caller, id));
         }
       });
   if (!task) {
-    (*finish)(std::unexpected(error(503, "cannot run the request: " + task.error().message())));
+    (*finish)(std::unexpected(
+        error(Failure::kUnavailable, "cannot run the request: " + task.error().message())));
     return;
   }
   agent_requests_.emplace(key, std::move(*task));
@@ -75,7 +78,7 @@ void Pool::run_agent_request(const std::string& id, AgentWork work, AgentDone do
   arm_lease(s);  // no idle end while it runs
 }
 
-PoolResult<void> Pool::end_agent_request(const std::string& id) {
+PoolResult<void> Pool::end_agent_request(const Tenant& caller, const std::string& id) {
   if (const auto ended = sandboxes_.find(id);
       ended != sandboxes_.end() && pidfd_exited(ended->second->pidfd.get())) {
     on_exit(id);  // before its pidfd's watch: the answer says how it ended
@@ -88,7 +91,7 @@ PoolResult<void> Pool::end_agent_request(const std::string& id) {
     s->last_request = Clock::now();
   }
   if (s == nullptr || s->record.state != SandboxState::kInUse) {
-    return std::unexpected(gone(id));
+    return std::unexpected(gone(caller, id));
   }
   arm_lease(*s);
   return {};
@@ -98,14 +101,15 @@ PoolResult<void> Pool::end_agent_request(const std::string& id) {
 // one whose sandbox was released, expired or lost meanwhile says that instead.
 PoolError Pool::agent_failure(const std::string& id, const std::string& what, const Error& e,
                               const PoolResult<void>& still_in_use) const {
-  return still_in_use ? error(502, what + " sandbox " + id + " failed: " + e.message())
-                      : still_in_use.error();
+  return still_in_use
+             ? error(Failure::kAgentFailed, what + " sandbox " + id + " failed: " + e.message())
+             : still_in_use.error();
 }
 
-void Pool::exec(const std::string& id, ExecCall call, Answer answer) {
+void Pool::exec(const Tenant& caller, const std::string& id, ExecCall call, Answer answer) {
   auto outcome = std::make_shared<Result<ExecOutcome>>(fail("the exec did not run"));
   run_agent_request(
-      id,
+      caller, id,
       [outcome, call = std::move(call)](const SandboxFiles& sockets) {
         *outcome = exec_in_sandbox(sockets.vsock, call);
         return outcome->has_value();
@@ -119,11 +123,11 @@ void Pool::exec(const std::string& id, ExecCall call, Answer answer) {
       });
 }
 
-void Pool::write_file(const std::string& id, const std::string& guest_path, GuestFile file,
-                      std::move_only_function<void(PoolResult<void>)> answer) {
+void Pool::write_file(const Tenant& caller, const std::string& id, const std::string& guest_path,
+                      GuestFile file, std::move_only_function<void(PoolResult<void>)> answer) {
   auto written = std::make_shared<Status>(fail("the copy did not run"));
   run_agent_request(
-      id,
+      caller, id,
       [written, guest_path, file = std::move(file)](const SandboxFiles& sockets) {
         *written = write_guest_file(sockets.vsock, guest_path, file);
         return written->has_value();
@@ -137,11 +141,11 @@ void Pool::write_file(const std::string& id, const std::string& guest_path, Gues
       });
 }
 
-void Pool::read_file(const std::string& id, const std::string& guest_path,
+void Pool::read_file(const Tenant& caller, const std::string& id, const std::string& guest_path,
                      std::move_only_function<void(PoolResult<GuestFile>)> answer) {
   auto read = std::make_shared<Result<GuestFile>>(fail("the copy did not run"));
   run_agent_request(
-      id,
+      caller, id,
       [read, guest_path](const SandboxFiles& sockets) {
         *read = read_guest_file(sockets.vsock, guest_path);
         return read->has_value();
@@ -155,33 +159,34 @@ void Pool::read_file(const std::string& id, const std::string& guest_path,
       });
 }
 
-PoolResult<Pool::Sandbox*> Pool::with_api(const std::string& id) {
-  Sandbox* s = DSEC_TRY(in_use(id));
+PoolResult<Pool::Sandbox*> Pool::with_api(const Tenant& caller, const std::string& id) {
+  Sandbox* s = DSEC_TRY(in_use(caller, id));
   if (s->record.files.api.empty()) {
     return std::unexpected(
-        error(409, "sandbox " + id +
-                       " was started by a daemon whose clones had no API socket: it cannot be "
-                       "paused or snapshotted; release it and acquire another"));
+        error(Failure::kConflict,
+              "sandbox " + id +
+                  " was started by a daemon whose clones had no API socket: it cannot be "
+                  "paused or snapshotted; release it and acquire another"));
   }
   return s;
 }
 
-void Pool::pause(const std::string& id, Answer answer) {
-  set_paused(id, true, std::move(answer));
+void Pool::pause(const Tenant& caller, const std::string& id, Answer answer) {
+  set_paused(caller, id, true, std::move(answer));
 }
 
-void Pool::resume(const std::string& id, Answer answer) {
-  set_paused(id, false, std::move(answer));
+void Pool::resume(const Tenant& caller, const std::string& id, Answer answer) {
+  set_paused(caller, id, false, std::move(answer));
 }
 
-void Pool::set_paused(const std::string& id, bool paused, Answer answer) {
-  if (auto s = with_api(id); !s) {
+void Pool::set_paused(const Tenant& caller, const std::string& id, bool paused, Answer answer) {
+  if (auto s = with_api(caller, id); !s) {
     answer(std::unexpected(s.error()));
     return;
   }
   auto done = std::make_shared<Status>(fail("the request did not run"));
   run_agent_request(
-      id,
+      caller, id,
       [done, paused](const SandboxFiles& sockets) {
         *done = set_sandbox_paused(sockets.api, paused);
         return done->has_value();
@@ -206,26 +211,35 @@ void Pool::set_paused(const std::string& id, bool paused, Answer answer) {
       Needs::kVmmOnly);
 }
 
-void Pool::snapshot(const std::string& id, const std::string& dir, Answer answer) {
-  auto sandbox = with_api(id);
+void Pool::snapshot(const Tenant& caller, const std::string& id, const std::string& dir,
+                    Answer answer) {
+  auto sandbox = with_api(caller, id);
   if (!sandbox) {
     answer(std::unexpected(sandbox.error()));
     return;
   }
+  if (!caller.is_operator) {
+    // After the owner's check: another tenant learns nothing of the sandbox from it.
+    answer(std::unexpected(error(Failure::kForbidden,
+                                 "a snapshot is the operator's: the daemon writes it as root where "
+                                 "snapshot_dir points (tenants get one when the pool has its own "
+                                 "image store)")));
+    return;
+  }
   std::error_code failed;
   if (!std::filesystem::create_directory(dir, failed)) {
-    answer(std::unexpected(failed
-                               ? error(400, "cannot make the snapshot's directory " + dir + ": " +
-                                                failed.message() + " (its parent must exist)")
-                               : error(409, "the snapshot's directory " + dir +
-                                                " exists: name a new one (the pool makes it)")));
+    answer(std::unexpected(
+        failed ? error(Failure::kInvalid, "cannot make the snapshot's directory " + dir + ": " +
+                                              failed.message() + " (its parent must exist)")
+               : error(Failure::kConflict, "the snapshot's directory " + dir +
+                                               " exists: name a new one (the pool makes it)")));
     return;
   }
   const bool paused = (*sandbox)->record.paused;
   ++(*sandbox)->snapshots;  // a long one must not read as a hung sandbox
   auto done = std::make_shared<Status>(fail("the snapshot did not run"));
   run_agent_request(
-      id,
+      caller, id,
       [done, dir, paused](const SandboxFiles& sockets) {
         *done = snapshot_sandbox(sockets.api, dir, paused);
         return done->has_value();

@@ -76,7 +76,7 @@ std::string_view state_name(SandboxState state) {
 }
 
 std::string record_text(const SandboxRecord& record) {
-  const nlohmann::json value = {{"id", record.id},
+  nlohmann::json value = {{"id", record.id},
                                 {"image", record.image},
                                 {"pid", record.process.pid},
                                 {"start_time", record.process.start_time},
@@ -87,6 +87,9 @@ std::string record_text(const SandboxRecord& record) {
                                 {"state", state_name(record.state)},
                                 {"expires_at_ms", record.expires_at_ms},
                                 {"idle_timeout_ms", record.idle_timeout_ms}};
+  if (!record.owner.empty()) {
+    value["owner"] = record.owner;
+  }
   return value.dump() + "\n";
 }
 
@@ -107,6 +110,8 @@ Result<SandboxRecord> parse_record(std::string_view text) {
   // Optional: a record of a daemon whose clones had no API socket still adopts.
   record.files.api = DSEC_TRY(object.optional_string("api")).value_or("");
   record.paused = DSEC_TRY(object.optional_boolean("paused")).value_or(false);
+  // Optional: a record of a daemon before tenants held no owner; the operator sees it.
+  record.owner = DSEC_TRY(object.optional_string("owner")).value_or("");
   record.state = DSEC_TRY(state_of(DSEC_TRY(object.string("state"))));
   const uint64_t expires = DSEC_TRY(object.unsigned_int("expires_at_ms"));
   if (expires > INT64_MAX) {

@@ -33,6 +33,8 @@ struct SandboxRecord {
   int64_t expires_at_ms = 0;     // wall clock (ms since the epoch) at which it is stopped; 0: never
   uint64_t idle_timeout_ms = 0;  // stopped when no request named it for this long; 0: never
   bool paused = false;           // its vCPUs stopped by POST /sandboxes/ID/pause
+  // The tenant that acquired it (Tenant::name); empty while it is the pool's own.
+  std::string owner{};
   bool operator==(const SandboxRecord&) const = default;
 };
 

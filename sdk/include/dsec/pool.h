@@ -82,7 +82,11 @@ struct PoolClientOptions {
 // (kInvalidArgument). A refusal carries the daemon's HTTP status (Error::http_status) and
 // its fault_message in the message: 404 an unknown image or id, 409 not acquired (or an
 // image name of another directory), 410 gone (released, time to live, idle timeout,
-// lost: with how it ended), 429 the image or the host is full, 503 no clone came up.
+// lost: with how it ended), 429 the image or the host is full (or the caller's quota),
+// 503 no clone came up, 403 a uid the daemon does not allow (--allow-uid), or a call that
+// is the operator's (register_image, snapshot). Over the Unix socket the caller is its
+// uid: another uid's sandboxes answer 404. The daemon's TCP port, which takes a bearer
+// token, is not this client's (docs/pool.md, "Tenants and authentication").
 // No daemon on the socket: http_status 0, and the hint says how to start one.
 class DSEC_SDK_API PoolClient {
  public:
