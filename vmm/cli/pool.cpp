@@ -109,11 +109,8 @@ int run_pool(const PoolOptions& options) {
     (void)std::fprintf(stderr, "dsec-vmm pool: %s\n", e.message().c_str());
     return 1;
   };
-  auto state = pool::StateDir::open(options.state_dir);
-  if (!state) {
-    return fail_with(state.error());
-  }
-  if (auto fits = pool::check_socket_paths_fit(state->path()); !fits) {
+  // Checked before anything is made.
+  if (auto fits = pool::check_socket_paths_fit(options.state_dir); !fits) {
     return fail_with(fits.error());
   }
   std::optional<pool::JailIdRange> jail_ids;
@@ -130,6 +127,10 @@ int run_pool(const PoolOptions& options) {
       return fail_with(can.error());
     }
     jail_ids = *range;
+  }
+  auto state = pool::StateDir::open(options.state_dir);
+  if (!state) {
+    return fail_with(state.error());
   }
   pool::CloneLimits limits = options.limits;
   limits.memory_overhead_bytes = options.memory_overhead_mib << 20;
