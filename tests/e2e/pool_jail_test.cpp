@@ -1,4 +1,4 @@
-// The pool's clones jailed by default (docs/pool.md#jail), seen from the host as an
+// The pool's clones jailed by default (docs/jail.md#the-pools-clones), seen from the host as an
 // attacker who broke out of a guest would find them: each clone's VMM under a uid of its
 // own, in mount, pid and network namespaces that are not the daemon's, with a seccomp filter
 // on every thread, in a cgroup whose memory.max is the guest's RAM plus the VMM's overhead;

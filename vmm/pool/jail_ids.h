@@ -1,5 +1,5 @@
-// The uids and gids the pool gives its jailed clones (docs/pool.md, "Jail"): each live clone
-// has one id of its own from the operator's range, as both its uid and its gid, so that no
+// The uids and gids the pool gives its jailed clones (docs/jail.md, "The pool's clones"): each live
+// clone has one id of its own from the operator's range, as both its uid and its gid, so that no
 // two clones can signal, ptrace or open each other's files. An id is free again once its
 // clone ended and its directory was removed; the next clone gets the next free id after the
 // last one handed out, so an id just freed is the last to be used again.

@@ -6,7 +6,7 @@
 // a pipe: the process writes "ready\n" there once its sandbox serves (`dsec-vmm restore
 // --ready-fd 3`), and the pool reads the other end on its event loop.
 //
-// A jailed clone (docs/pool.md, "Jail") is `dsec-vmm restore --jail DIR`: DIR is the
+// A jailed clone (docs/jail.md, "The pool's clones") is `dsec-vmm restore --jail DIR`: DIR is the
 // sandbox's own directory, owned by the uid and gid the pool gave it, holding its vsock and
 // API sockets and its console file; its cgroup is <cgroup parent>/<basename of DIR>.
 #pragma once
@@ -42,7 +42,8 @@ struct CloneLaunch {
 // What bounds every clone: its console file, and when jailed, its cgroup.
 struct CloneLimits {
   std::string cgroup_parent = "dsec-vmm-pool";  // below /sys/fs/cgroup
-  // memory.max is the guest's RAM plus this: the VMM's own memory (docs/pool.md, "Jail").
+  // memory.max is the guest's RAM plus this: the VMM's own memory (docs/jail.md, "The pool's
+  // clones").
   uint64_t memory_overhead_bytes = uint64_t{64} << 20;
   // pids.max: the VMM's threads (a vCPU each, 254 at most, and about ten more), with room.
   uint32_t pids_max = 512;
