@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tests/support/dsec_vmm.h"
+#include "tests/support/eventually.h"
 #include "tests/support/file_text.h"
 #include "tests/support/warm_image.h"
 #include "vmm/api/api_client.h"
@@ -43,16 +44,8 @@ bool process_exists(pid_t pid) {
   return ::kill(pid, 0) == 0 || errno != ESRCH;
 }
 
-// Polls `done` every 100 ms until it holds or the deadline passed.
 bool eventually(const std::function<bool()>& done, std::chrono::seconds within = kDeadline) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(100ms);
-  }
-  return true;
+  return test::eventually(done, within);
 }
 
 // A `dsec-vmm pool` process on a state directory and socket in /run (a local tmpfs in the
@@ -269,6 +262,9 @@ TEST(Pool, AVmmKilledWithSigkillIsReportedLostAndReplaced) {
   const auto lost = daemon.request("GET", "/sandboxes/" + id);
   EXPECT_THAT(lost.body, HasSubstr("lost: its VMM killed by signal 9"));
   EXPECT_THAT(daemon.request("GET", "/metrics").body, HasSubstr("dsec_pool_lost_total 1"));
+  // Its jail's supervisor was killed before it could remove the clone's cgroup: the pool did.
+  EXPECT_TRUE(eventually(
+      [&] { return !std::filesystem::exists("/sys/fs/cgroup/dsec-vmm-pool/" + id); }, 30s));
   EXPECT_TRUE(eventually([&] { return daemon.count("ready") == 1; })) << "refilled\n"
                                                                       << daemon.log();
   EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
@@ -292,7 +288,9 @@ TEST(Pool, AHungVmmIsReportedLostKilledAndReplaced) {
   EXPECT_THAT(daemon.request("GET", "/metrics").body, HasSubstr("dsec_pool_hung_total 0"))
       << "a serving clone passes its checks\n"
       << daemon.log();
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  // The whole process group: the pid the pool reports is the jail's supervisor, and the VMM
+  // its child.
+  ASSERT_EQ(::kill(-pid, SIGSTOP), 0);
 
   ASSERT_TRUE(eventually([&] { return daemon.request("GET", "/sandboxes/" + id).status == 410; }))
       << daemon.log();

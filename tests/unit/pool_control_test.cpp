@@ -48,10 +48,10 @@ class ApiLauncher final : public VmmLauncher {
   ApiLauncher(test::FakeVsockEndpoint& endpoint,
               std::map<std::string, std::unique_ptr<FakeVmmApi>>& apis)
       : serving_(endpoint), apis_(apis) {}
-  Result<LaunchedVmm> launch(const std::string& snapshot_dir, const SandboxFiles& files) override {
-    const std::string id = std::filesystem::path(files.api).stem();
-    apis_[id] = std::make_unique<FakeVmmApi>(files.api);
-    return serving_.launch(snapshot_dir, files);
+  Result<LaunchedVmm> launch(const CloneLaunch& clone) override {
+    const std::string id = std::filesystem::path(clone.dir).filename();
+    apis_[id] = std::make_unique<FakeVmmApi>(clone.files.api);
+    return serving_.launch(clone);
   }
 
  private:
@@ -65,6 +65,9 @@ class PoolControlTest : public PoolTest {
   std::string acquire_one(PoolOptions options = {.health_interval = 100ms,
                                                  .health_timeout = 200ms,
                                                  .health_failures = 1}) {
+    // Not jailed: these fake VMMs write their snapshots where they are asked, as unjailed
+    // VMMs do (a jailed one writes into its jail, tests/e2e/pool_test.cpp).
+    options.jail_ids.reset();
     pool_ = make_pool(std::make_unique<ApiLauncher>(endpoint_, apis_), options);
     EXPECT_TRUE(pool_->register_image(image(0, 2)));
     auto acquired = acquire_now(*pool_, {.image = "base", .ttl_s = std::nullopt});

@@ -33,13 +33,16 @@ constexpr const char* kServesAndLogsState =
 class ShellLauncher final : public VmmLauncher {
  public:
   explicit ShellLauncher(std::string script) : script_(std::move(script)) {}
-  Result<LaunchedVmm> launch(const std::string& /*snapshot_dir*/,
-                             const SandboxFiles& files) override {
-    return spawn_with_ready_pipe({"/bin/sh", "-c", script_}, files.log);
+  Result<LaunchedVmm> launch(const CloneLaunch& clone) override {
+    launched_.push_back(clone);
+    return spawn_with_ready_pipe({"/bin/sh", "-c", script_}, clone.files.log);
   }
+  // Every clone launched, in order.
+  const std::vector<CloneLaunch>& launched() const { return launched_; }
 
  private:
   std::string script_;
+  std::vector<CloneLaunch> launched_;
 };
 
 // A launcher whose "VMMs" serve: each also has its vsock socket answered by `endpoint`.
@@ -47,12 +50,11 @@ class ServingLauncher final : public VmmLauncher {
  public:
   explicit ServingLauncher(test::FakeVsockEndpoint& endpoint, std::string script = kServes)
       : endpoint_(endpoint), script_(std::move(script)) {}
-  Result<LaunchedVmm> launch(const std::string& /*snapshot_dir*/,
-                             const SandboxFiles& files) override {
-    if (!endpoint_.listen(files.vsock)) {
-      return fail("cannot bind " + files.vsock);
+  Result<LaunchedVmm> launch(const CloneLaunch& clone) override {
+    if (!endpoint_.listen(clone.files.vsock)) {
+      return fail("cannot bind " + clone.files.vsock);
     }
-    return spawn_with_ready_pipe({"/bin/sh", "-c", script_}, files.log);
+    return spawn_with_ready_pipe({"/bin/sh", "-c", script_}, clone.files.log);
   }
 
  private:

@@ -9,6 +9,35 @@ Status set_state(const ApiClient& client, const char* state) {
   return client.send("PATCH", "/vm", {{"state", state}});
 }
 
+// "Running" or "Paused": a VM to snapshot.
+Result<std::string> vm_state(const ApiClient& client) {
+  const auto info = DSEC_TRY(client.get("/"));
+  auto state = info.value("state", std::string());
+  if (state != "Running" && state != "Paused") {
+    return fail("the VMM on " + client.socket_path() + " has no VM to snapshot (state: " + state +
+                ")");
+  }
+  return state;
+}
+
+// Pauses a running VM, has it write its snapshot into `vmm_dir` (its path as the VMM sees
+// it), and resumes it if asked or if the snapshot failed.
+Status write_snapshot(const ApiClient& client, const std::string& state, const std::string& vmm_dir,
+                      bool resume) {
+  if (state == "Running") {
+    DSEC_TRY(pause_vm(client));
+  }
+  const auto files = snapshot::snapshot_files(vmm_dir);
+  const auto created = client.send(
+      "PUT", "/snapshot/create",
+      {{"snapshot_type", "Full"}, {"snapshot_path", files.state}, {"mem_file_path", files.memory}});
+  if (resume || (!created && state == "Running")) {
+    DSEC_TRY(resume_vm(client));
+  }
+  DSEC_TRY(created);
+  return ok();
+}
+
 }  // namespace
 
 Status pause_vm(const ApiClient& client) {
@@ -21,30 +50,19 @@ Status resume_vm(const ApiClient& client) {
 
 Result<std::filesystem::path> create_snapshot(const ApiClient& client, const std::string& out_dir,
                                               bool resume) {
-  const auto info = DSEC_TRY(client.get("/"));
-  const auto state = info.value("state", std::string());
-  if (state != "Running" && state != "Paused") {
-    return fail("the VMM on " + client.socket_path() + " has no VM to snapshot (state: " + state +
-                ")");
-  }
+  const std::string state = DSEC_TRY(vm_state(client));
   std::error_code ec;
   const auto dir = std::filesystem::absolute(out_dir, ec);
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     return fail("cannot create the snapshot directory " + out_dir + ": " + ec.message());
   }
-  if (state == "Running") {
-    DSEC_TRY(pause_vm(client));
-  }
-  const auto files = snapshot::snapshot_files(dir);
-  const auto created = client.send(
-      "PUT", "/snapshot/create",
-      {{"snapshot_type", "Full"}, {"snapshot_path", files.state}, {"mem_file_path", files.memory}});
-  if (resume || (!created && state == "Running")) {
-    DSEC_TRY(resume_vm(client));
-  }
-  DSEC_TRY(created);
+  DSEC_TRY(write_snapshot(client, state, dir.string(), resume));
   return dir;
+}
+
+Status create_snapshot_at(const ApiClient& client, const std::string& vmm_dir, bool resume) {
+  return write_snapshot(client, DSEC_TRY(vm_state(client)), vmm_dir, resume);
 }
 
 }  // namespace dsec::api

@@ -20,5 +20,8 @@ Status resume_vm(const ApiClient& client);
 // directory's absolute path (the VMM writes the files, whatever its working directory).
 Result<std::filesystem::path> create_snapshot(const ApiClient& client, const std::string& out_dir,
                                               bool resume);
+// The same for a VMM whose paths are not this process's (a jailed VMM's are rooted at its
+// jail): `vmm_dir` is the directory as the VMM sees it, and must exist there.
+Status create_snapshot_at(const ApiClient& client, const std::string& vmm_dir, bool resume);
 
 }  // namespace dsec::api

@@ -19,7 +19,9 @@
 #include "vmm/api/api_server.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
+#include "vmm/jail/cgroup.h"
 #include "vmm/pool/pool_api.h"
+#include "vmm/pool/sandbox_dir.h"
 #include "vmm/pool/sandbox_files.h"
 #include "vmm/pool/tenant_access.h"
 
@@ -43,7 +45,34 @@ struct PoolOptions {
   double health_timeout_s = 15;
   uint32_t health_failures = 2;
   std::vector<std::string> restore_args;
+  bool no_jail = false;
+  std::string jail_ids = "200000-265535";
+  uint64_t memory_overhead_mib = 64;
+  pool::CloneLimits limits;
 };
+
+// Jailing needs root and cgroup v2 with the controllers the clones' limits use: checked, and
+// the clones' parent cgroup made, before the daemon serves, so that it never runs unjailed
+// by surprise.
+Status check_can_jail(const pool::CloneLimits& limits) {
+  constexpr const char* kHint =
+      "run the daemon as root on a host with cgroup v2 at /sys/fs/cgroup, or pass --no-jail "
+      "(clones then run unjailed: for debugging only)";
+  if (::geteuid() != 0) {
+    return fail("jailing clones needs root", kHint);
+  }
+  jail::JailConfig config;
+  config.cgroup_parent = limits.cgroup_parent;
+  config.cgroup_settings = {{.file = "memory.max", .value = "max"},
+                            {.file = "pids.max", .value = "max"}};
+  if (!limits.cpu_max.empty()) {
+    config.cgroup_settings.push_back({.file = "cpu.max", .value = limits.cpu_max});
+  }
+  if (auto made = jail::Cgroup::make_parent(config); !made) {
+    return fail("cannot jail clones: " + made.error().message(), kHint);
+  }
+  return ok();
+}
 
 // Clients connected at once, and so execs running at once.
 constexpr size_t kMaxClients = 256;
@@ -124,10 +153,30 @@ int run_pool(const PoolOptions& options) {
     return fail_with(policy.error());
   }
   const pool::TenantAccess access(std::move(*policy));
+  if (auto fits = pool::check_socket_paths_fit(options.state_dir); !fits) {
+    return fail_with(fits.error());
+  }
+  std::optional<pool::JailIdRange> jail_ids;
+  if (options.no_jail) {
+    spdlog::warn(
+        "pool: --no-jail: clones run UNJAILED, as the daemon's user in the host's namespaces, "
+        "with no cgroup limits: for debugging only, never in front of tenants");
+  } else {
+    auto range = pool::parse_jail_id_range(options.jail_ids);
+    if (!range) {
+      return fail_with(range.error());
+    }
+    if (auto can = check_can_jail(options.limits); !can) {
+      return fail_with(can.error());
+    }
+    jail_ids = *range;
+  }
   auto state = pool::StateDir::open(options.state_dir);
   if (!state) {
     return fail_with(state.error());
   }
+  pool::CloneLimits limits = options.limits;
+  limits.memory_overhead_bytes = options.memory_overhead_mib << 20;
   auto lock = lock_state_dir(state->path());
   if (!lock) {
     return fail_with(lock.error());
@@ -155,13 +204,14 @@ int run_pool(const PoolOptions& options) {
   }
   const std::string lock_path = state->path() + "/lock";
   pool::Pool pool((*server)->loop(), std::move(*state),
-                  std::make_unique<pool::RestoreLauncher>(*vmm, options.restore_args),
+                  std::make_unique<pool::RestoreLauncher>(*vmm, limits, options.restore_args),
                   pool::PoolOptions{.max_memory_ratio = options.max_memory_ratio,
                                     .memory_overcommit = options.memory_overcommit,
                                     .ready_timeout = milliseconds(options.ready_timeout_s),
                                     .health_interval = milliseconds(options.health_interval_s),
                                     .health_timeout = milliseconds(options.health_timeout_s),
-                                    .health_failures = options.health_failures});
+                                    .health_failures = options.health_failures,
+                                    .jail_ids = jail_ids});
   // Before serve(): the loop does not run yet, so its watches and timers may be set here.
   pool.recover();
   const auto router = std::make_shared<api::Router>(pool::pool_router(pool, access));
@@ -204,11 +254,19 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
       "clients at once). Callers are known: on the socket by their uid (SO_PEERCRED; the "
       "daemon's own user is the operator, others need --allow-uid or --allow-gid), on TCP by "
       "a bearer token from --tokens; a sandbox answers only the tenant that acquired it. "
-      "The daemon runs without a seccomp filter; "
-      "its VMMs have theirs (--seccomp, on by default).");
+      "Every clone is jailed (docs/jail.md): a uid and gid of its own from "
+      "--jail-ids, its own directory sandboxes/ID/ (its sockets and console) as its root, its "
+      "own pid, mount, IPC, UTS and network namespaces, and a cgroup of its own under "
+      "--cgroup-parent with memory.max (the guest's RAM plus --clone-memory-overhead), pids.max "
+      "and --clone-cpu-max; one its cgroup's OOM killer killed is reported lost. Jailing needs "
+      "root and cgroup v2: the daemon refuses to start without them unless given --no-jail. "
+      "Clones are restored with --no-host-paths-from-snapshot. "
+      "The daemon runs without a seccomp filter; its VMMs have theirs (--seccomp, on by "
+      "default).");
   pool->add_option("--state-dir", options->state_dir,
-                   "The daemon's directory: images.json, and each sandbox's record, vsock "
-                   "socket and log under sandboxes/ (made if missing; one daemon per directory)")
+                   "The daemon's directory: images.json, and under sandboxes/ each sandbox's "
+                   "record, VMM log and directory (its sockets and console) (made if missing; one "
+                   "daemon per directory; short: its sockets' paths must fit 107 bytes)")
       ->required();
   pool->add_option("--socket", options->socket,
                    "The API's Unix socket: owner-only, or mode 0666 with --allow-uid or "
@@ -279,6 +337,39 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
                    "--restore-arg=--seccomp=log)")
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  constexpr const char* kJail = "Jail (docs/jail.md#the-pools-clones)";
+  pool->add_flag("--no-jail", options->no_jail,
+                 "Run clones unjailed: as the daemon's user, in its namespaces, without cgroup "
+                 "limits. For debugging only: logged as a warning at start, and "
+                 "dsec_pool_jail_enabled is 0 in /metrics")
+      ->group(kJail);
+  pool->add_option("--jail-ids", options->jail_ids,
+                   "FIRST-LAST: the uids (and gids) of jailed clones, one per live clone, never "
+                   "two at once. Give each daemon of a host its own range, owned by no user")
+      ->group(kJail)
+      ->capture_default_str();
+  pool->add_option("--cgroup-parent", options->limits.cgroup_parent,
+                   "The cgroup below /sys/fs/cgroup that holds each clone's cgroup (named by "
+                   "its sandbox id); made if missing")
+      ->group(kJail)
+      ->capture_default_str();
+  pool->add_option("--clone-memory-overhead", options->memory_overhead_mib,
+                   "MiB added to the image's guest RAM for a clone's memory.max: the VMM's own "
+                   "memory. A clone past it is killed by its cgroup's OOM killer and reported "
+                   "lost")
+      ->group(kJail)
+      ->check(CLI::Range(16, 65536))
+      ->capture_default_str();
+  pool->add_option("--clone-cpu-max", options->limits.cpu_max,
+                   "A clone's cpu.max, 'QUOTA PERIOD' in microseconds (e.g. '200000 100000': two "
+                   "CPUs' worth); default: no limit")
+      ->group(kJail);
+  pool->add_option("--clone-console-limit", options->limits.console_limit_bytes,
+                   "How much of a clone's serial console output its sandboxes/ID/console file "
+                   "keeps (bytes, or 64KiB, 1MiB, ...); the rest is dropped. Jailed or not")
+      ->transform(CLI::AsSizeValue(true))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
+      ->default_str("1MiB");
   pool->callback([&action, options] { action = [options] { return run_pool(*options); }; });
 }
 

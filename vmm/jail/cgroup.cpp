@@ -74,7 +74,7 @@ Status enable_controllers(const fs::path& level, const std::set<std::string>& co
 
 }  // namespace
 
-Result<Cgroup> Cgroup::create(const JailConfig& config) {
+Status Cgroup::make_parent(const JailConfig& config) {
   struct statfs fs_info {};
   if (::statfs(config.cgroup_root.c_str(), &fs_info) != 0 ||
       fs_info.f_type != CGROUP2_SUPER_MAGIC) {
@@ -95,6 +95,11 @@ Result<Cgroup> Cgroup::create(const JailConfig& config) {
     }
     DSEC_TRY(enable_controllers(level, controllers));
   }
+  return ok();
+}
+
+Result<Cgroup> Cgroup::create(const JailConfig& config) {
+  DSEC_TRY(make_parent(config));
   const std::string path = cgroup_path(config);
   if (::mkdir(path.c_str(), 0755) != 0) {
     const int err = errno;

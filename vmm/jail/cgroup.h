@@ -19,6 +19,10 @@ class Cgroup {
   // made and the settings written to it. On failure nothing made is left behind but
   // parent levels.
   static Result<Cgroup> create(const JailConfig& config);
+  // What create() does before it makes the cgroup itself: checks cgroup v2 at
+  // config.cgroup_root and makes the parent levels with the settings' controllers enabled.
+  // A pool calls it at its start, to refuse to run where it could not jail its clones.
+  static Status make_parent(const JailConfig& config);
 
   Cgroup(Cgroup&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
   Cgroup& operator=(Cgroup&&) = delete;

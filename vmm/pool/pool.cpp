@@ -10,11 +10,14 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <thread>
 
 #include "vmm/agent/protocol.h"
+#include "vmm/jail/supervisor.h"
 #include "vmm/machine/snapshot_config.h"
 #include "vmm/pool/host_memory.h"
 #include "vmm/pool/log_tail.h"
+#include "vmm/pool/sandbox_dir.h"
 #include "vmm/pool/sandbox_exec.h"
 #include "vmm/pool/sandbox_files.h"
 #include "vmm/snapshot/snapshot_dir.h"
@@ -80,6 +83,9 @@ Status check_image_shape(const std::string& state_path) {
 Pool::Pool(io::EventLoop& loop, StateDir state, std::unique_ptr<VmmLauncher> launcher,
            PoolOptions options)
     : loop_(loop), state_(std::move(state)), launcher_(std::move(launcher)), options_(options) {
+  if (options_.jail_ids) {
+    jail_ids_.emplace(*options_.jail_ids);
+  }
   schedule_health_checks();
 }
 
@@ -213,15 +219,34 @@ uint64_t Pool::committed_guest_bytes() const {
 PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
   DSEC_TRY(admit(image));
   const std::string id = new_sandbox_id();
-  const SandboxFiles files = state_.files_for(id);
-  auto launched = launcher_->launch(image.spec.snapshot_dir, files);
+  CloneLaunch clone{.snapshot_dir = image.spec.snapshot_dir,
+                    .guest_bytes = image.guest_bytes,
+                    .dir = state_.sandbox_dir(id),
+                    .files = state_.files_for(id),
+                    .jail_id = std::nullopt};
+  if (jail_ids_) {
+    auto jail_id = jail_ids_->allocate();
+    if (!jail_id) {
+      return std::unexpected(error(Failure::kFull, jail_id.error().message()));
+    }
+    clone.jail_id = *jail_id;
+  }
+  auto launched = [&]() -> Result<LaunchedVmm> {
+    DSEC_TRY(make_sandbox_dir(clone.dir));
+    return launcher_->launch(clone);
+  }();
   if (!launched) {
     ++counters_.refill_errors;
-    ::unlink(files.log.c_str());
+    ::unlink(clone.files.log.c_str());
+    remove_sandbox_dir(clone.dir);
+    if (clone.jail_id && jail_ids_) {
+      jail_ids_->release(*clone.jail_id);
+    }
     return std::unexpected(
         error(Failure::kUnavailable,
               "cannot start a clone of " + image.spec.name + ": " + launched.error().message()));
   }
+  const SandboxFiles& files = clone.files;
   auto sandbox = std::make_unique<Sandbox>();
   sandbox->record = SandboxRecord{.id = id,
                                   .image = image.spec.name,
@@ -232,6 +257,7 @@ PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
   sandbox->pidfd = std::move(launched->pidfd);
   sandbox->ready = std::move(launched->ready);
   sandbox->launched = Clock::now();
+  sandbox->jail_id = clone.jail_id;
   Sandbox& s = *sandbox;
   sandboxes_.emplace(id, std::move(sandbox));
   persist(s);
@@ -307,7 +333,14 @@ void Pool::on_exit(const std::string& id) {
     return;
   }
   Sandbox& s = *it->second;
-  const std::string how = reap_pidfd(s.pidfd.get());
+  const ProcessEnd end = reap_pidfd(s.pidfd.get());
+  std::string how = end.how;
+  if (s.jail_id && end.exit_status == jail::kExitOomKilled) {
+    ++counters_.oom_killed;
+    how =
+        "was killed by its cgroup's OOM killer: it used more than its memory.max, the "
+        "guest's RAM and the VMM's overhead (exit status 5)";
+  }
   const std::string tail = log_tail(s.record.files.log);
   switch (s.record.state) {
     case SandboxState::kStopping:
@@ -567,7 +600,7 @@ std::string Pool::metrics() const {
                       .in_use = count(name, SandboxState::kInUse),
                       .starting = count(name, SandboxState::kStarting)});
   }
-  return metrics_text(counters_, restore_latency_, gauges) +
+  return metrics_text(counters_, restore_latency_, gauges, jail_ids_.has_value()) +
          fmt::format(
              "# HELP dsec_pool_guest_memory_committed_bytes Guest memory of every sandbox the "
              "pool holds, what admission counts against --memory-overcommit.\n"
@@ -806,6 +839,15 @@ void Pool::remove(const std::string& id) {
     (void)loop_.remove_watch(*s.ready_watch);
   }
   remove_files(s.record.files);
+  remove_sandbox_dir(state_.sandbox_dir(id));
+  if (s.jail_id) {
+    if (!launcher_->forget(state_.sandbox_dir(id))) {
+      schedule_cleanup();
+    }
+    if (jail_ids_) {
+      jail_ids_->release(*s.jail_id);
+    }
+  }
   state_.remove_record(id);
   sandboxes_.erase(it);
 }
@@ -845,10 +887,29 @@ void Pool::schedule_refill(std::chrono::milliseconds delay) {
   }
 }
 
+void Pool::schedule_cleanup() {
+  if (cleanup_timer_) {
+    return;
+  }
+  auto timer = loop_.add_timer(std::chrono::milliseconds(500), [this] {
+    cleanup_timer_.reset();
+    if (!launcher_->remove_left()) {
+      schedule_cleanup();
+    }
+  });
+  if (timer) {
+    cleanup_timer_ = *timer;
+  }
+}
+
 void Pool::shutdown() {
   if (refill_timer_) {
     (void)loop_.cancel_timer(*refill_timer_);
     refill_timer_.reset();
+  }
+  if (cleanup_timer_) {
+    (void)loop_.cancel_timer(*cleanup_timer_);
+    cleanup_timer_.reset();
   }
   if (health_timer_) {
     (void)loop_.cancel_timer(*health_timer_);
@@ -896,6 +957,14 @@ void Pool::shutdown() {
     remove(id);
   }
   sandboxes_.clear();
+  // The cgroups of VMMs killed above may stay busy a moment: a blocking wait is fine here.
+  for (int tries = 0; tries < 40 && !launcher_->remove_left(); ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (cleanup_timer_) {
+    (void)loop_.cancel_timer(*cleanup_timer_);
+    cleanup_timer_.reset();
+  }
   state_.remove_own_files();
 }
 

@@ -38,6 +38,7 @@
 #include "vmm/io/event_loop.h"
 #include "vmm/pool/background_task.h"
 #include "vmm/pool/health_check.h"
+#include "vmm/pool/jail_ids.h"
 #include "vmm/pool/pool_error.h"
 #include "vmm/pool/pool_metrics.h"
 #include "vmm/pool/pool_requests.h"
@@ -65,6 +66,8 @@ struct PoolOptions {
   std::chrono::milliseconds health_interval{10'000};
   std::chrono::milliseconds health_timeout{15'000};
   uint32_t health_failures = 2;
+  // The uids and gids of jailed clones, one each; none: clones run unjailed (--no-jail).
+  std::optional<JailIdRange> jail_ids = JailIdRange{};
 };
 
 class Pool {
@@ -145,6 +148,7 @@ class Pool {
     uint32_t failed_checks = 0;           // in a row
     std::string hung;        // how it stopped answering, until its log is read and it is killed
     uint32_t snapshots = 0;  // in flight (each pauses it): no health checks meanwhile
+    std::optional<uint32_t> jail_id;  // its uid and gid, freed when it is removed
   };
   // How a sandbox that is gone ended, for the client that asks about it later.
   struct Ended {
@@ -186,6 +190,8 @@ class Pool {
   void remove(const std::string& id);
   void refill();
   void schedule_refill(std::chrono::milliseconds delay);
+  // Asks the launcher to remove what it left every half second until it did.
+  void schedule_cleanup();
   PoolResult<void> admit(const Image& image) const;
   // The guest memory of every sandbox the pool holds (starting, ready, in use, stopping).
   uint64_t committed_guest_bytes() const;
@@ -234,6 +240,7 @@ class Pool {
   StateDir state_;
   std::unique_ptr<VmmLauncher> launcher_;
   PoolOptions options_;
+  std::optional<JailIds> jail_ids_;  // none: --no-jail
   std::map<std::string, Image> images_;
   std::map<std::string, std::unique_ptr<Sandbox>> sandboxes_;
   std::deque<Ended> ended_;  // the last kMaxEnded
@@ -241,6 +248,7 @@ class Pool {
   LatencyHistogram restore_latency_;
   std::optional<io::TimerId> refill_timer_;
   std::optional<io::TimerId> health_timer_;
+  std::optional<io::TimerId> cleanup_timer_;  // what the launcher left to remove (forget())
   // Running agent requests, by a key of their own.
   std::map<uint64_t, std::unique_ptr<BackgroundTask>> agent_requests_;
   std::map<std::string, std::deque<Waiter>> waiters_;  // by image, first come first

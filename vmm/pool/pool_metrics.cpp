@@ -45,8 +45,12 @@ std::string LatencyHistogram::text(const std::string& name) const {
 }
 
 std::string metrics_text(const PoolCounters& counters, const LatencyHistogram& restore_latency,
-                         const std::vector<ImageGauges>& images) {
-  std::string out;
+                         const std::vector<ImageGauges>& images, bool jailed) {
+  std::string out = fmt::format(
+      "# HELP dsec_pool_jail_enabled Whether clones run jailed (0: the daemon runs with "
+      "--no-jail, for debugging only)\n# TYPE dsec_pool_jail_enabled gauge\n"
+      "dsec_pool_jail_enabled {}\n",
+      jailed ? 1 : 0);
   gauge(out, "dsec_pool_sandboxes_ready", "Restored clones waiting to be acquired", images,
         &ImageGauges::ready);
   gauge(out, "dsec_pool_sandboxes_in_use", "Acquired sandboxes not released yet", images,
@@ -66,6 +70,9 @@ std::string metrics_text(const PoolCounters& counters, const LatencyHistogram& r
   counter(out, "dsec_pool_hung_total",
           "Sandboxes lost because they stopped answering health checks (their VMM was killed)",
           counters.hung);
+  counter(out, "dsec_pool_oom_killed_total",
+          "Sandboxes lost because their cgroup's OOM killer killed their VMM (memory.max)",
+          counters.oom_killed);
   counter(out, "dsec_pool_refill_errors_total",
           "Clones that failed to start or ended before they served", counters.refill_errors);
   counter(out, "dsec_pool_refused_total", "Acquires refused with 429 (admission control)",

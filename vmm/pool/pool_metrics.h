@@ -17,6 +17,7 @@ struct PoolCounters {
   uint64_t idle_stopped = 0;  // stopped at their idle timeout: their client went away
   uint64_t lost = 0;          // VMMs that ended on their own after they served, or hung
   uint64_t hung = 0;          // of those, VMMs that stopped answering health checks
+  uint64_t oom_killed = 0;    // of those, jailed VMMs killed by their cgroup's OOM killer
   uint64_t refill_errors = 0;
   uint64_t refused = 0;  // acquires answered 429
 };
@@ -44,7 +45,8 @@ struct ImageGauges {
   uint32_t starting = 0;
 };
 
+// `jailed`: whether the pool jails its clones (dsec_pool_jail_enabled: 0 under --no-jail).
 std::string metrics_text(const PoolCounters& counters, const LatencyHistogram& restore_latency,
-                         const std::vector<ImageGauges>& images);
+                         const std::vector<ImageGauges>& images, bool jailed);
 
 }  // namespace dsec::pool

@@ -8,6 +8,7 @@
 
 #include "vmm/pool/log_tail.h"
 #include "vmm/pool/pool.h"
+#include "vmm/pool/sandbox_dir.h"
 
 namespace dsec::pool {
 
@@ -27,6 +28,7 @@ void Pool::recover() {
   for (auto& record : state_.read_records(unreadable)) {
     known_files.insert(record.files.vsock);
     known_files.insert(record.files.log);
+    known_files.insert(state_.sandbox_dir(record.id));
     auto pidfd = open_pidfd(record.process);
     if (!pidfd) {
       if (record.state == SandboxState::kReady || record.state == SandboxState::kInUse) {
@@ -39,6 +41,11 @@ void Pool::recover() {
       }
       ::unlink(record.files.vsock.c_str());
       ::unlink(record.files.log.c_str());
+      if (sandbox_dir_owner(state_.sandbox_dir(record.id)) &&
+          !launcher_->forget(state_.sandbox_dir(record.id))) {
+        schedule_cleanup();  // a jailed clone's cgroup, if its supervisor was killed
+      }
+      remove_sandbox_dir(state_.sandbox_dir(record.id));
       state_.remove_record(record.id);
       continue;
     }
@@ -49,12 +56,18 @@ void Pool::recover() {
   }
   // A VMM's files without a record: the daemon ended between a launch and its record.
   std::error_code ec;
+  std::vector<std::filesystem::path> unknown;
   for (const auto& entry : std::filesystem::directory_iterator(state_.path() + "/sandboxes", ec)) {
     const auto ext = entry.path().extension();
-    if ((ext == ".vsock" || ext == ".log") && !known_files.contains(entry.path().string())) {
-      spdlog::warn("pool: removing {}, which no record names", entry.path().string());
-      std::filesystem::remove(entry.path(), ec);
+    const bool own =
+        ext == ".vsock" || ext == ".log" || (entry.is_directory(ec) && !entry.is_symlink(ec));
+    if (own && !known_files.contains(entry.path().string())) {
+      unknown.push_back(entry.path());
     }
+  }
+  for (const auto& path : unknown) {
+    spdlog::warn("pool: removing {}, which no record names", path.string());
+    remove_sandbox_dir(path.string());
   }
   refill();
 }
@@ -65,6 +78,14 @@ void Pool::adopt(SandboxRecord record, UniqueFd pidfd) {
   sandbox->record = std::move(record);
   sandbox->pidfd = std::move(pidfd);
   sandbox->launched = Clock::now();
+  // A jailed clone's id is its directory's owner: used again only once it ended.
+  if (const auto owner = sandbox_dir_owner(state_.sandbox_dir(id)); owner && jail_ids_) {
+    if (jail_ids_->adopt(*owner) || !jail_ids_->used(*owner)) {
+      sandbox->jail_id = owner;  // an id outside the range is never handed out anyway
+    } else {
+      spdlog::warn("pool: {} runs as uid {}, which another adopted clone has too", id, *owner);
+    }
+  }
   Sandbox& s = *sandbox;
   sandboxes_.emplace(id, std::move(sandbox));
   auto watch = loop_.add_fd_watch(s.pidfd.get(), [this, id] { on_exit(id); });

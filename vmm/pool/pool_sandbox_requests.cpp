@@ -236,12 +236,13 @@ void Pool::snapshot(const Tenant& caller, const std::string& id, const std::stri
     return;
   }
   const bool paused = (*sandbox)->record.paused;
+  const std::string jail_dir = (*sandbox)->jail_id ? state_.sandbox_dir(id) : std::string();
   ++(*sandbox)->snapshots;  // a long one must not read as a hung sandbox
   auto done = std::make_shared<Status>(fail("the snapshot did not run"));
   run_agent_request(
       caller, id,
-      [done, dir, paused](const SandboxFiles& sockets) {
-        *done = snapshot_sandbox(sockets.api, dir, paused);
+      [done, dir, paused, jail_dir](const SandboxFiles& sockets) {
+        *done = snapshot_sandbox(sockets.api, dir, paused, jail_dir);
         return done->has_value();
       },
       [this, id, dir, done, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {

@@ -71,19 +71,20 @@ Status signal_pidfd(int pidfd, int signo) {
   return ok();
 }
 
-std::string reap_pidfd(int pidfd) {
+ProcessEnd reap_pidfd(int pidfd) {
   siginfo_t info{};
   if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info,
                WEXITED | WNOHANG) != 0) {
-    return "ended (not this daemon's child: how is unknown)";
+    return {.how = "ended (not this daemon's child: how is unknown)", .exit_status = {}};
   }
   if (info.si_pid == 0) {
-    return "has not ended";
+    return {.how = "has not ended", .exit_status = {}};
   }
   if (info.si_code == CLD_EXITED) {
-    return "exited with status " + std::to_string(info.si_status);
+    return {.how = "exited with status " + std::to_string(info.si_status),
+            .exit_status = info.si_status};
   }
-  return "killed by signal " + std::to_string(info.si_status);
+  return {.how = "killed by signal " + std::to_string(info.si_status), .exit_status = {}};
 }
 
 }  // namespace dsec::pool

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "vmm/common/error.h"
@@ -33,9 +34,13 @@ Result<UniqueFd> open_pidfd(const ProcessIdentity& identity);
 bool pidfd_exited(int pidfd);
 // Sends `signo` through `pidfd`; a process that ended already is no error.
 Status signal_pidfd(int pidfd, int signo);
-// Reaps the process behind `pidfd` if it has ended (never waits), and says how it ended ("exited
-// with status 3", "killed by signal 9"); for a process that is not our child (a VMM adopted after a
-// restart) that is unknown, and says so.
-std::string reap_pidfd(int pidfd);
+// How a process ended.
+struct ProcessEnd {
+  std::string how;                 // "exited with status 3", "killed by signal 9", ...
+  std::optional<int> exit_status;  // when it exited, and we know it
+};
+// Reaps the process behind `pidfd` if it has ended (never waits), and says how it ended; for a
+// process that is not our child (a VMM adopted after a restart) that is unknown, and says so.
+ProcessEnd reap_pidfd(int pidfd);
 
 }  // namespace dsec::pool

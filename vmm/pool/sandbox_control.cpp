@@ -1,7 +1,19 @@
 #include "vmm/pool/sandbox_control.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+
 #include "vmm/api/api_client.h"
 #include "vmm/api/vm_control.h"
+#include "vmm/common/unique_fd.h"
+#include "vmm/pool/sandbox_dir.h"
+#include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::pool {
 namespace {
@@ -14,15 +26,89 @@ api::ApiClient client(const std::string& api_socket) {
                                            "by an older daemon; release it and acquire another"}};
 }
 
+// A directory in a jail that its VMM writes a snapshot into, removed with what is in it.
+class StagingDir {
+ public:
+  static Result<StagingDir> make(const std::string& jail_dir) {
+    std::string path = jail_dir + "/snapshot-XXXXXX";
+    if (::mkdtemp(path.data()) == nullptr) {
+      return fail_errno("cannot make a snapshot directory in the jail " + jail_dir, errno);
+    }
+    StagingDir staging(path);
+    if (const auto owner = sandbox_dir_owner(jail_dir)) {
+      DSEC_TRY(give_sandbox_dir(path, *owner));
+    }
+    return staging;
+  }
+  StagingDir(StagingDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+  StagingDir& operator=(StagingDir&&) = delete;
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+  ~StagingDir() {
+    if (!path_.empty()) {
+      remove_sandbox_dir(path_);
+    }
+  }
+  const std::string& path() const { return path_; }
+  // Its path as the jailed VMM sees it: rooted at the jail.
+  std::string in_jail() const { return "/" + std::filesystem::path(path_).filename().string(); }
+
+ private:
+  explicit StagingDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// Copies the regular file `source` into a new file `target` (never through a link), at most
+// the size it had when opened.
+Status copy_out(const std::string& source, const std::string& target) {
+  UniqueFd in(::open(source.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!in || ::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return fail("the jailed VMM's snapshot has no regular file " + source);
+  }
+  UniqueFd out(::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out) {
+    return fail_errno("cannot create " + target, errno);
+  }
+  for (auto left = static_cast<size_t>(st.st_size); left > 0;) {
+    const ssize_t n = ::copy_file_range(in.get(), nullptr, out.get(), nullptr, left, 0);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return fail_errno(fmt::format("cannot copy {} to {}", source, target), errno,
+                        "check the free space where the snapshot goes");
+    }
+    if (n == 0) {
+      break;  // it shrank meanwhile: what is there
+    }
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(out.get()) != 0) {
+    return fail_errno("fsync " + target, errno);
+  }
+  return ok();
+}
+
 }  // namespace
 
 Status set_sandbox_paused(const std::string& api_socket, bool paused) {
   return paused ? api::pause_vm(client(api_socket)) : api::resume_vm(client(api_socket));
 }
 
-Status snapshot_sandbox(const std::string& api_socket, const std::string& dir, bool paused) {
+Status snapshot_sandbox(const std::string& api_socket, const std::string& dir, bool paused,
+                        const std::string& jail_dir) {
   // A sandbox its client paused stays paused; one that ran runs on.
-  DSEC_TRY(api::create_snapshot(client(api_socket), dir, /*resume=*/!paused));
+  if (jail_dir.empty()) {
+    DSEC_TRY(api::create_snapshot(client(api_socket), dir, /*resume=*/!paused));
+    return ok();
+  }
+  const auto staging = DSEC_TRY(StagingDir::make(jail_dir));
+  DSEC_TRY(api::create_snapshot_at(client(api_socket), staging.in_jail(), /*resume=*/!paused));
+  const auto written = snapshot::snapshot_files(staging.path());
+  const auto copies = snapshot::snapshot_files(dir);
+  DSEC_TRY(copy_out(written.state, copies.state));
+  DSEC_TRY(copy_out(written.memory, copies.memory));
   return ok();
 }
 

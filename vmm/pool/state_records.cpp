@@ -135,8 +135,12 @@ Result<StateDir> StateDir::open(std::string dir) {
 }
 
 SandboxFiles StateDir::files_for(std::string_view id) const {
-  const std::string base = sandboxes_dir() + "/" + std::string(id);
-  return {.vsock = base + ".vsock", .log = base + ".log", .api = base + ".api"};
+  const std::string dir = sandbox_dir(id);
+  return {.vsock = dir + "/vsock", .log = dir + ".log", .api = dir + "/api"};
+}
+
+std::string StateDir::sandbox_dir(std::string_view id) const {
+  return sandboxes_dir() + "/" + std::string(id);
 }
 
 Status StateDir::write_record(const SandboxRecord& record) const {

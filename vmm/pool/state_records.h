@@ -2,7 +2,8 @@
 // a crash finds its images and its sandboxes (docs/pool.md):
 //   DIR/images.json          the registered images and their limits
 //   DIR/sandboxes/ID.json    one record per sandbox: its VMM's identity, files and state
-//   DIR/sandboxes/ID.vsock   the sandbox's vsock socket;  DIR/sandboxes/ID.log its VMM's log
+//   DIR/sandboxes/ID/        the sandbox's own directory (sandbox_dir.h): its vsock and API
+//                            sockets and console;  DIR/sandboxes/ID.log its VMM's log
 // Every file is written whole or not at all (AtomicFileWriter). Records are read back
 // strictly: a record that does not parse is reported, never half-trusted.
 #pragma once
@@ -47,8 +48,9 @@ class StateDir {
   static Result<StateDir> open(std::string dir);
 
   const std::string& path() const { return dir_; }
-  // The files a new sandbox `id` gets.
+  // The files a new sandbox `id` gets, and its own directory, which holds its sockets.
   SandboxFiles files_for(std::string_view id) const;
+  std::string sandbox_dir(std::string_view id) const;
 
   Status write_record(const SandboxRecord& record) const;
   void remove_record(std::string_view id) const;

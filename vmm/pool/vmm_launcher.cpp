@@ -3,11 +3,17 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "vmm/jail/jail_config.h"
+#include "vmm/pool/sandbox_dir.h"
 
 namespace dsec::pool {
 namespace {
@@ -110,21 +116,72 @@ Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
                      .ready = std::move(read_end)};
 }
 
-Result<LaunchedVmm> RestoreLauncher::launch(const std::string& snapshot_dir,
-                                            const SandboxFiles& files) {
-  std::vector<std::string> argv{vmm_binary_,
+std::vector<std::string> restore_argv(const std::string& vmm_binary, const CloneLaunch& clone,
+                                      const CloneLimits& limits,
+                                      const std::vector<std::string>& extra_args) {
+  std::vector<std::string> argv{vmm_binary,
                                 "restore",
-                                snapshot_dir,
+                                clone.snapshot_dir,
                                 "--vsock",
-                                files.vsock,
+                                clone.files.vsock,
                                 "--ready-fd",
                                 std::to_string(kReadyFd),
-                                "--no-host-paths-from-snapshot"};
-  if (!files.api.empty()) {
-    argv.insert(argv.end(), {"--api-sock", files.api});
+                                "--no-host-paths-from-snapshot",
+                                "--console",
+                                console_path(clone.dir),
+                                "--console-limit",
+                                std::to_string(limits.console_limit_bytes)};
+  if (!clone.files.api.empty()) {
+    argv.insert(argv.end(), {"--api-sock", clone.files.api});
   }
-  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
-  return spawn_with_ready_pipe(argv, files.log);
+  if (clone.jail_id) {
+    const std::string id = std::to_string(*clone.jail_id);
+    argv.insert(argv.end(),
+                {"--jail", clone.dir, "--uid", id, "--gid", id, "--cgroup-parent",
+                 limits.cgroup_parent, "--cgroup",
+                 "memory.max=" + std::to_string(clone.guest_bytes + limits.memory_overhead_bytes),
+                 "--cgroup", "pids.max=" + std::to_string(limits.pids_max)});
+    if (!limits.cpu_max.empty()) {
+      argv.insert(argv.end(), {"--cgroup", "cpu.max=" + limits.cpu_max});
+    }
+  }
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  return argv;
+}
+
+Result<LaunchedVmm> RestoreLauncher::launch(const CloneLaunch& clone) {
+  if (clone.jail_id) {
+    DSEC_TRY(give_sandbox_dir(clone.dir, *clone.jail_id));
+  }
+  return spawn_with_ready_pipe(restore_argv(vmm_binary_, clone, limits_, extra_args_),
+                               clone.files.log);
+}
+
+bool RestoreLauncher::forget(const std::string& sandbox_dir) {
+  jail::JailConfig config;
+  config.dir = sandbox_dir;
+  config.cgroup_parent = limits_.cgroup_parent;
+  left_cgroups_.push_back({.path = jail::cgroup_path(config)});
+  return remove_left();
+}
+
+bool RestoreLauncher::remove_left() {
+  // Tried for about a minute at the pool's pace (docs/pool.md): a process that does not
+  // die of SIGKILL in that time is the kernel's to explain.
+  constexpr uint32_t kMaxTries = 120;
+  std::erase_if(left_cgroups_, [](LeftCgroup& left) {
+    if (::rmdir(left.path.c_str()) == 0 || errno == ENOENT) {
+      return true;
+    }
+    if (errno != EBUSY || ++left.tries > kMaxTries) {
+      spdlog::warn("pool: cannot remove the cgroup {}: {}", left.path, std::strerror(errno));
+      return true;
+    }
+    // Busy: a process in it, or one that just ended and is not yet gone from it.
+    std::ofstream(left.path + "/cgroup.kill") << "1";
+    return false;
+  });
+  return left_cgroups_.empty();
 }
 
 }  // namespace dsec::pool

@@ -5,8 +5,14 @@
 // stdout and stderr appended to the sandbox's log file, and descriptor 3 the writing end of
 // a pipe: the process writes "ready\n" there once its sandbox serves (`dsec-vmm restore
 // --ready-fd 3`), and the pool reads the other end on its event loop.
+//
+// A jailed clone (docs/jail.md, "The pool's clones") is `dsec-vmm restore --jail DIR`: DIR is the
+// sandbox's own directory, owned by the uid and gid the pool gave it, holding its vsock and
+// API sockets and its console file; its cgroup is <cgroup parent>/<basename of DIR>.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +30,32 @@ struct SandboxFiles {
   bool operator==(const SandboxFiles&) const = default;
 };
 
+// One clone to start.
+struct CloneLaunch {
+  std::string snapshot_dir;  // the warm image
+  uint64_t guest_bytes = 0;  // its guest RAM (the memory file's size)
+  std::string dir;           // the sandbox's own directory: its sockets (files) and console
+  SandboxFiles files;
+  std::optional<uint32_t> jail_id;  // its uid and gid; none: not jailed (--no-jail)
+};
+
+// What bounds every clone: its console file, and when jailed, its cgroup.
+struct CloneLimits {
+  std::string cgroup_parent = "dsec-vmm-pool";  // below /sys/fs/cgroup
+  // memory.max is the guest's RAM plus this: the VMM's own memory (docs/jail.md, "The pool's
+  // clones").
+  uint64_t memory_overhead_bytes = uint64_t{64} << 20;
+  // pids.max: the VMM's threads (a vCPU each, 254 at most, and about ten more), with room.
+  uint32_t pids_max = 512;
+  std::string cpu_max;                               // cpu.max ("QUOTA PERIOD"); empty: none
+  uint64_t console_limit_bytes = uint64_t{1} << 20;  // the console file's cap (0: none)
+};
+
+// The console file in a sandbox's directory.
+inline std::string console_path(const std::string& sandbox_dir) {
+  return sandbox_dir + "/console";
+}
+
 struct LaunchedVmm {
   ProcessIdentity identity;
   UniqueFd pidfd;
@@ -36,9 +68,14 @@ class VmmLauncher {
   VmmLauncher(const VmmLauncher&) = delete;
   VmmLauncher& operator=(const VmmLauncher&) = delete;
   virtual ~VmmLauncher() = default;
-  // Starts a clone of the warm image in `snapshot_dir` with `files`.
-  virtual Result<LaunchedVmm> launch(const std::string& snapshot_dir,
-                                     const SandboxFiles& files) = 0;
+  // Starts `clone`; its directory exists (the daemon's: a jailed clone's launcher gives it
+  // to the clone's id).
+  virtual Result<LaunchedVmm> launch(const CloneLaunch& clone) = 0;
+  // The jailed clone whose directory is `sandbox_dir` ended and was reaped: removes what was
+  // made for it outside that directory. False when something is left to remove later: the
+  // pool calls remove_left() again a little later, until it is true.
+  virtual bool forget(const std::string& /*sandbox_dir*/) { return true; }
+  virtual bool remove_left() { return true; }
 };
 
 // Spawns `argv` as described above (argv[0] a path, not looked up in PATH).
@@ -46,16 +83,38 @@ Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
                                           const std::string& log_path);
 
 // `VMM restore SNAPSHOT_DIR --vsock VSOCK --ready-fd 3 --no-host-paths-from-snapshot
-// EXTRA_ARGS...`: the clone opens no host file that the snapshot's state names.
+// [--api-sock API] --console DIR/console --console-limit N` (the clone opens no host file
+// that the snapshot's state names), for a jailed clone `--jail DIR --uid ID --gid ID
+// --cgroup-parent P --cgroup memory.max=... --cgroup pids.max=... [--cgroup cpu.max=...]`,
+// then EXTRA_ARGS (which may add or override settings: a later --cgroup of one file wins).
+std::vector<std::string> restore_argv(const std::string& vmm_binary, const CloneLaunch& clone,
+                                      const CloneLimits& limits,
+                                      const std::vector<std::string>& extra_args);
+
 class RestoreLauncher final : public VmmLauncher {
  public:
-  RestoreLauncher(std::string vmm_binary, std::vector<std::string> extra_args)
-      : vmm_binary_(std::move(vmm_binary)), extra_args_(std::move(extra_args)) {}
-  Result<LaunchedVmm> launch(const std::string& snapshot_dir, const SandboxFiles& files) override;
+  RestoreLauncher(std::string vmm_binary, CloneLimits limits, std::vector<std::string> extra_args)
+      : vmm_binary_(std::move(vmm_binary)),
+        limits_(std::move(limits)),
+        extra_args_(std::move(extra_args)) {}
+  Result<LaunchedVmm> launch(const CloneLaunch& clone) override;
+  // Its cgroup, which its supervisor removes as it exits, stays behind when the supervisor
+  // was killed (SIGKILL to a clone's process group, the pool's last resort): removed here,
+  // once the processes still in it (the VMM, dying of its parent-death signal) are gone;
+  // those are killed through cgroup.kill meanwhile.
+  bool forget(const std::string& sandbox_dir) override;
+  bool remove_left() override;
 
  private:
+  struct LeftCgroup {
+    std::string path;
+    uint32_t tries = 0;
+  };
+
   std::string vmm_binary_;
+  CloneLimits limits_;
   std::vector<std::string> extra_args_;
+  std::vector<LeftCgroup> left_cgroups_;
 };
 
 }  // namespace dsec::pool

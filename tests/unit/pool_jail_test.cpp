@@ -1,0 +1,168 @@
+// The pool's jail, as far as it is bookkeeping: the ids in the pool (one per live clone,
+// never two at once, freed when a clone is gone, adopted after a restart), the `dsec-vmm
+// restore` command line a clone gets, --no-jail's gauge, and a clone its cgroup's OOM
+// killer ended reported lost as such. The jail itself is seen at work in
+// tests/e2e/pool_jail_test.cpp.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "tests/support/result_matchers.h"
+#include "tests/unit/pool_test_fixture.h"
+#include "vmm/pool/pool.h"
+#include "vmm/pool/vmm_launcher.h"
+
+namespace dsec::pool {
+namespace {
+
+using namespace test_fixture;
+using ::testing::ElementsAre;
+using ::testing::IsSupersetOf;
+using ::testing::Not;
+
+CloneLaunch clone(std::optional<uint32_t> jail_id) {
+  return {.snapshot_dir = "/images/base",
+          .guest_bytes = uint64_t{256} << 20,
+          .dir = "/run/pool/sandboxes/sb-1",
+          .files = {.vsock = "/run/pool/sandboxes/sb-1/vsock",
+                    .log = "/run/pool/sandboxes/sb-1.log",
+                    .api = "/run/pool/sandboxes/sb-1/api"},
+          .jail_id = jail_id};
+}
+
+TEST(PoolRestoreArgv, AJailedCloneGetsItsDirectoryIdsCgroupAndLimitsThenTheExtraArguments) {
+  CloneLimits limits;
+  limits.cpu_max = "200000 100000";
+  limits.console_limit_bytes = 65536;
+  const auto argv = restore_argv("/bin/dsec-vmm", clone(200007), limits, {"--seccomp=log"});
+  EXPECT_THAT(argv, ElementsAre("/bin/dsec-vmm", "restore", "/images/base", "--vsock",
+                                "/run/pool/sandboxes/sb-1/vsock", "--ready-fd", "3",
+                                "--no-host-paths-from-snapshot", "--console",
+                                "/run/pool/sandboxes/sb-1/console", "--console-limit", "65536",
+                                "--api-sock", "/run/pool/sandboxes/sb-1/api", "--jail",
+                                "/run/pool/sandboxes/sb-1", "--uid", "200007", "--gid", "200007",
+                                "--cgroup-parent", "dsec-vmm-pool", "--cgroup",
+                                // 256 MiB of guest RAM and 64 MiB for the VMM
+                                "memory.max=335544320", "--cgroup", "pids.max=512", "--cgroup",
+                                "cpu.max=200000 100000", "--seccomp=log"));
+}
+
+TEST(PoolRestoreArgv, AnUnjailedCloneHasItsConsoleCappedAndNoJail) {
+  const auto argv = restore_argv("/bin/dsec-vmm", clone(std::nullopt), CloneLimits{}, {});
+  EXPECT_THAT(argv, IsSupersetOf({"--console", "/run/pool/sandboxes/sb-1/console",
+                                  "--console-limit", "1048576"}));
+  EXPECT_THAT(argv, Not(::testing::Contains("--jail")));
+  EXPECT_THAT(argv, Not(::testing::Contains("--uid")));
+}
+
+class PoolJailTest : public PoolTest {
+ protected:
+  // A pool over shell "VMMs" that records each launch, its ids from `range` (none: --no-jail).
+  std::unique_ptr<Pool> jailed_pool(std::optional<JailIdRange> range,
+                                    const char* script = kServes) {
+    auto launcher = std::make_unique<ShellLauncher>(script);
+    launcher_ = launcher.get();
+    return make_pool(
+        std::move(launcher),
+        PoolOptions{.health_interval = std::chrono::milliseconds(0), .jail_ids = range});
+  }
+  std::vector<std::optional<uint32_t>> launched_ids() const {
+    std::vector<std::optional<uint32_t>> ids;
+    for (const auto& clone : launcher_->launched()) {
+      ids.push_back(clone.jail_id);
+    }
+    return ids;
+  }
+  // An acquire that must succeed: the sandbox.
+  nlohmann::json take(Pool& pool) {
+    auto answer = acquire_now(pool, {.image = "base", .ttl_s = std::nullopt});
+    EXPECT_TRUE(answer) << (answer ? "" : answer.error().message);
+    return answer.value_or(nlohmann::json::object());
+  }
+  ShellLauncher* launcher_ = nullptr;
+};
+
+TEST_F(PoolJailTest, NoTwoLiveClonesShareAnIdAndARemovedClonesIdIsFreed) {
+  auto pool = jailed_pool(JailIdRange{.first = 300, .last = 301});
+  ASSERT_TRUE(pool->register_image(image(0, 3)));
+  const auto first = take(*pool);
+  const auto second = take(*pool);
+  EXPECT_THAT(launched_ids(), ElementsAre(300U, 301U));
+  const auto dir = state_dir() + "/sandboxes/" + first["id"].get<std::string>();
+  EXPECT_TRUE(std::filesystem::is_directory(dir)) << "each clone has a directory of its own";
+  EXPECT_EQ(first["vsock"], dir + "/vsock");
+
+  const auto third = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.error().kind, Failure::kFull);
+  EXPECT_THAT(third.error().message, HasSubstr("every id of --jail-ids 300-301"));
+
+  ASSERT_TRUE(pool->release(kOperator, first["id"]));
+  ASSERT_TRUE(run_until([&] { return !std::filesystem::exists(dir); }));
+  take(*pool);
+  EXPECT_THAT(launched_ids(), ElementsAre(300U, 301U, 300U)) << "the freed id, not 301 again";
+  EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_jail_enabled 1"));
+}
+
+TEST_F(PoolJailTest, NoJailLaunchesWithoutIdsAndSaysSoInTheMetrics) {
+  auto pool = jailed_pool(std::nullopt);
+  ASSERT_TRUE(pool->register_image(image(0, 1)));
+  take(*pool);
+  EXPECT_THAT(launched_ids(), ElementsAre(std::nullopt));
+  EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_jail_enabled 0"));
+}
+
+TEST_F(PoolJailTest, ACloneItsCgroupsOomKillerEndedIsReportedLostAsSuch) {
+  // Exit status 5 is the jail supervisor's word for it (docs/jail.md).
+  auto pool = jailed_pool(JailIdRange{}, "echo ready >&3; sleep 0.3; exit 5");
+  ASSERT_TRUE(pool->register_image(image(0, 1)));
+  const auto sandbox = take(*pool);
+  const std::string id = sandbox["id"];
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(kOperator, id); }));
+  EXPECT_THAT(pool->sandbox_json(kOperator, id).error().message,
+              HasSubstr("lost: its VMM was killed by its cgroup's OOM killer"));
+  EXPECT_EQ(pool->counters().oom_killed, 1U);
+  EXPECT_EQ(pool->counters().lost, 1U);
+  EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_oom_killed_total 1"));
+}
+
+TEST_F(PoolJailTest, ARestartedPoolAdoptsTheIdOfACloneItFindsRunning) {
+  // The clone's id is its directory's owner: chown needs root; elsewhere the directory is
+  // ours, and our own uid stands in for a jail id.
+  const uint32_t owner = ::geteuid() == 0 ? 400000 : ::geteuid();
+  ASSERT_OK_AND_ASSIGN(auto state, StateDir::open(state_dir()));
+  ASSERT_OK(state.write_images({image(0, 3)}));
+  const SandboxFiles files = state.files_for("sb-live");
+  ASSERT_TRUE(std::filesystem::create_directory(state.sandbox_dir("sb-live")));
+  ASSERT_EQ(::chown(state.sandbox_dir("sb-live").c_str(), owner, owner), 0);
+  ASSERT_OK_AND_ASSIGN(auto live, spawn_with_ready_pipe({"/bin/sh", "-c", kServes}, files.log));
+  ASSERT_OK(state.write_record({.id = "sb-live",
+                                .image = "base",
+                                .process = live.identity,
+                                .files = files,
+                                .state = SandboxState::kInUse,
+                                .expires_at_ms = 0}));
+  // A directory no record names: a clone whose daemon died before its record.
+  ASSERT_TRUE(std::filesystem::create_directory(state.sandbox_dir("sb-orphan")));
+
+  auto pool = jailed_pool(JailIdRange{.first = owner, .last = owner + 1});
+  pool->recover();
+  ASSERT_TRUE(pool->sandbox_json(kOperator, "sb-live"));
+  EXPECT_FALSE(std::filesystem::exists(state.sandbox_dir("sb-orphan")));
+  take(*pool);
+  EXPECT_THAT(launched_ids(), ElementsAre(owner + 1)) << "not the adopted clone's id";
+  const auto full = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
+  ASSERT_FALSE(full);
+  EXPECT_EQ(full.error().kind, Failure::kFull);
+
+  ASSERT_TRUE(pool->release(kOperator, "sb-live"));
+  ASSERT_TRUE(run_until([&] { return !std::filesystem::exists(state.sandbox_dir("sb-live")); }));
+  take(*pool);
+  EXPECT_THAT(launched_ids(), ElementsAre(owner + 1, owner)) << "freed with its clone";
+}
+
+}  // namespace
+}  // namespace dsec::pool
