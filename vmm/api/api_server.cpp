@@ -1,6 +1,7 @@
 #include "vmm/api/api_server.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -9,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -303,13 +305,22 @@ void ApiServer::accept_clients(int listener) {
       return;
     }
     if (connections_.size() >= max_connections_) {
-      spdlog::warn("api: {} clients connected already; closing a new one", max_connections_);
+      log_refused(fmt::format("{} clients connected already", max_connections_));
       continue;
     }
     auto caller = caller_of(client.get(), listener == listener_.get());
     if (!caller) {
       spdlog::warn("api: cannot tell who connected ({}); closing it", std::strerror(errno));
       continue;
+    }
+    if (max_connections_per_caller_ < max_connections_) {
+      const std::string key = caller->key();
+      const auto same = std::count_if(connections_.begin(), connections_.end(),
+                                      [&](const auto& kv) { return kv.second.caller.key() == key; });
+      if (static_cast<size_t>(same) >= max_connections_per_caller_) {
+        log_refused(fmt::format("{} has {} connections already, its most", key, same));
+        continue;
+      }
     }
     const uint64_t id = next_id_++;
     Connection& c = connections_[id];
@@ -318,6 +329,17 @@ void ApiServer::accept_clients(int listener) {
     c.caller = std::move(*caller);
     serve(id);
   }
+}
+
+void ApiServer::log_refused(const std::string& why) {
+  ++refused_;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - refused_logged_ < std::chrono::seconds(5)) {
+    return;
+  }
+  spdlog::warn("api: closed {} new connection(s) at once; the last: {}", refused_, why);
+  refused_ = 0;
+  refused_logged_ = now;
 }
 
 bool ApiServer::read_from(Connection& c) {

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -64,6 +65,10 @@ class ApiServer {
   Status serve_deferred(DeferredHandler handler);
   // Before serve().
   void set_max_connections(size_t max) { max_connections_ = max; }
+  // At most this many of them from one caller (Caller::key: one uid on the socket, one
+  // address on TCP), so that one caller's idle or slow connections cannot take every place;
+  // one more from it is closed as soon as it is accepted. Default: no cap of its own.
+  void set_max_connections_per_caller(size_t max) { max_connections_per_caller_ = max; }
   // Changes the socket file's mode (bind() makes it owner-only): the file this server
   // made, never whatever another process may have put at its path since.
   Status set_socket_mode(mode_t mode) const;
@@ -110,6 +115,8 @@ class ApiServer {
   bool read_from(Connection& c);
   bool write_to(Connection& c);
   void close_connection(uint64_t id);
+  // Logs a refused connection, at most one line every few seconds with the count.
+  void log_refused(const std::string& why);
   // Arms, keeps or cancels connection `id`'s deadline for the phase it is in now.
   void keep_deadline(uint64_t id, Connection& c);
   void on_deadline(uint64_t id);
@@ -122,6 +129,10 @@ class ApiServer {
   DeferredHandler handler_;
   HttpLimits limits_;
   size_t max_connections_ = kMaxConnections;
+  size_t max_connections_per_caller_ = SIZE_MAX;
+  // Connections refused since the last line that said so (one line a few seconds at most).
+  uint64_t refused_ = 0;
+  std::chrono::steady_clock::time_point refused_logged_{};
   std::map<uint64_t, Connection> connections_;
   uint64_t next_id_ = 1;
   bool stopped_ = false;

@@ -111,4 +111,16 @@ std::string HttpResponse::serialize(bool close) const {
   return out;
 }
 
+std::string Caller::key() const {
+  switch (transport) {
+    case Transport::kUnix:
+      return "uid:" + std::to_string(uid);
+    case Transport::kTcp:
+      return peer.substr(0, peer.rfind(':'));
+    case Transport::kNone:
+      break;
+  }
+  return {};
+}
+
 }  // namespace dsec::api

@@ -30,6 +30,10 @@ struct Caller {
   pid_t pid = 0;
   // kTcp: the peer's address and port ("192.0.2.7:51234", "[2001:db8::1]:51234").
   std::string peer{};
+
+  // Who the caller is for a per-caller limit: "uid:N" on a Unix socket, the address
+  // without its port on TCP; empty with no socket.
+  std::string key() const;
 };
 
 struct HttpRequest {

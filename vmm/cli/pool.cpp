@@ -76,6 +76,9 @@ Status check_can_jail(const pool::CloneLimits& limits) {
 
 // Clients connected at once, and so execs running at once.
 constexpr size_t kMaxClients = 256;
+// And from one caller (one uid on the socket, one address on TCP): one tenant's idle or
+// slow connections leave the others room.
+constexpr size_t kMaxClientsPerCaller = 64;
 
 Result<std::string> own_binary() {
   std::array<char, PATH_MAX> path{};
@@ -217,6 +220,7 @@ int run_pool(const PoolOptions& options) {
   const auto router = std::make_shared<api::Router>(pool::pool_router(pool, access));
   // Each client holds at most one request; an exec runs on a thread of its own meanwhile.
   (*server)->set_max_connections(kMaxClients);
+  (*server)->set_max_connections_per_caller(kMaxClientsPerCaller);
   if (auto serving = (*server)->serve_deferred(
           [router](const api::HttpRequest& request, api::Responder respond) {
             router->route(request, std::move(respond));
@@ -251,7 +255,8 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
       "the socket and every file the daemon made (the state directory is left empty). "
       "No request holds the others: an exec runs on a thread of its own, and an acquire "
       "from an empty pool waits on the event loop for a clone restored for it (up to 256 "
-      "clients at once). Callers are known: on the socket by their uid (SO_PEERCRED; the "
+      "clients at once, 64 from one caller; idle and slow ones are closed at their "
+      "deadlines). Callers are known: on the socket by their uid (SO_PEERCRED; the "
       "daemon's own user is the operator, others need --allow-uid or --allow-gid), on TCP by "
       "a bearer token from --tokens; a sandbox answers only the tenant that acquired it. "
       "Every clone is jailed (docs/jail.md): a uid and gid of its own from "

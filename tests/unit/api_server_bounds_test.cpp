@@ -1,13 +1,19 @@
-// The API server's deadlines (HttpLimits' timeouts) through a real Unix socket: a client
-// that holds a connection without finishing its request, or without reading its answer,
-// is disconnected at its deadline, and other clients are served meanwhile.
+// What bounds a client of the API server, through a real Unix socket: its deadlines
+// (HttpLimits' timeouts: a client that holds a connection without finishing its request,
+// or without reading its answer, is disconnected at its deadline, and other clients are
+// served meanwhile), and the connections one caller may hold.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
@@ -173,6 +179,59 @@ TEST_F(ApiServerDeadlines, AClientThatReadsItsAnswerSlowlyButSteadilyGetsAllOfIt
     }
   }
   EXPECT_GT(got.size(), size_t{8} << 20);
+}
+
+// One caller's connections fill its own share, not every place: another caller still gets
+// through (a uid of its own, in a child that drops to it; that part needs root).
+TEST(ApiServerCallerCap, OneCallersConnectionsPastItsCapAreClosedAndAnotherCallerServed) {
+  test::TempDir dir;
+  const std::string socket = dir.file("api.sock");
+  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(socket));
+  server->set_max_connections(8);
+  server->set_max_connections_per_caller(4);
+  ASSERT_OK(server->serve([](const HttpRequest& r) {
+    return HttpResponse::json(nlohmann::json{{"caller", r.caller.key()}});
+  }));
+  ::chmod(dir.path().c_str(), 0755);  // for the other uid below
+  ::chmod(socket.c_str(), 0666);
+  std::vector<UniqueFd> held;
+  for (int i = 0; i < 4; ++i) {
+    auto fd = io::connect_unix(socket);
+    ASSERT_TRUE(fd) << fd.error().message();
+    held.push_back(std::move(*fd));
+  }
+  std::this_thread::sleep_for(milliseconds(200));  // all four accepted
+  auto fifth = io::connect_unix(socket);
+  ASSERT_TRUE(fifth);
+  pollfd p{.fd = fifth->get(), .events = POLLIN, .revents = 0};
+  ASSERT_EQ(::poll(&p, 1, 2000), 1);
+  char byte = 0;
+  EXPECT_EQ(::recv(fifth->get(), &byte, 1, 0), 0) << "closed at once: its caller has 4";
+  held.pop_back();
+  std::this_thread::sleep_for(milliseconds(200));
+  ApiClient same(socket, std::chrono::seconds(5));
+  ASSERT_OK_AND_ASSIGN(auto mine, same.get("/x"));
+  EXPECT_EQ(mine.at("caller"), "uid:" + std::to_string(::getuid())) << "a place freed is its again";
+
+  if (::geteuid() != 0) {
+    std::printf("not root: another uid's connection is not tried\n");
+    return;
+  }
+  held.push_back(std::move(*io::connect_unix(socket)));  // the first caller at its cap again
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) {
+      ::_exit(3);
+    }
+    ApiClient other(socket, std::chrono::seconds(5));
+    const auto answer = other.get("/x");
+    ::_exit(answer && answer->at("caller") == "uid:65534" ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "another uid is served while the first holds all its places (wait status " << status
+      << ")";
 }
 
 }  // namespace
