@@ -17,6 +17,7 @@
 #include <set>
 #include <string_view>
 
+#include "tests/support/stand_in_image.h"
 #include "vmm/api/http_connection.h"
 #include "vmm/io/event_loop.h"
 #include "vmm/pool/pool.h"
@@ -27,8 +28,8 @@ namespace {
 
 class RefusingLauncher final : public dsec::pool::VmmLauncher {
  public:
-  dsec::Result<dsec::pool::LaunchedVmm> launch(const std::string& /*snapshot_dir*/,
-                                               const dsec::pool::SandboxFiles& /*files*/) override {
+  dsec::Result<dsec::pool::LaunchedVmm> launch(
+      const dsec::pool::CloneLaunch& /*clone*/) override {
     return dsec::fail("the fuzz target starts no VMM");
   }
 };
@@ -59,9 +60,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   ScratchDir dir;
-  std::filesystem::create_directories(dir.path / "warm");
-  std::ofstream(dir.path / "warm/state") << "state";
-  std::ofstream(dir.path / "warm/memory") << "memory";
+  if (!test::write_stand_in_image(dir.path / "warm", 6)) {
+    std::abort();
+  }
   auto loop = io::EventLoop::create(64);
   auto state = pool::StateDir::open((dir.path / "state").string());
   if (!loop || !state) {

@@ -58,10 +58,13 @@ class StagingDir {
   std::string path_;
 };
 
-// Copies the regular file `source` into a new file `target` (never through a link), at most
-// the size it had when opened.
-Status copy_out(const std::string& source, const std::string& target) {
-  UniqueFd in(::open(source.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+// Copies the regular file `name` of the directory `from` (a descriptor: the jailed VMM owns
+// the directory and may have swapped a link in for it since) into a new file `target`,
+// never through a link and never waiting on a FIFO, at most the size it had when opened.
+Status copy_out(int from, const std::string& from_path, const char* name,
+                const std::string& target) {
+  const std::string source = from_path + "/" + name;
+  UniqueFd in(::openat(from, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st {};
   if (!in || ::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return fail("the jailed VMM's snapshot has no regular file " + source);
@@ -105,10 +108,14 @@ Status snapshot_sandbox(const std::string& api_socket, const std::string& dir, b
   }
   const auto staging = DSEC_TRY(StagingDir::make(jail_dir));
   DSEC_TRY(api::create_snapshot_at(client(api_socket), staging.in_jail(), /*resume=*/!paused));
-  const auto written = snapshot::snapshot_files(staging.path());
+  const UniqueFd written(
+      ::open(staging.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!written) {
+    return fail_errno("the jailed VMM's snapshot directory " + staging.path(), errno);
+  }
   const auto copies = snapshot::snapshot_files(dir);
-  DSEC_TRY(copy_out(written.state, copies.state));
-  DSEC_TRY(copy_out(written.memory, copies.memory));
+  DSEC_TRY(copy_out(written.get(), staging.path(), snapshot::kStateFileName, copies.state));
+  DSEC_TRY(copy_out(written.get(), staging.path(), snapshot::kMemoryFileName, copies.memory));
   return ok();
 }
 

@@ -12,8 +12,12 @@ struct SnapshotFiles {
   std::string memory;  // the memory file
 };
 
+// The two files' names in their directory.
+inline constexpr const char* kStateFileName = "state";
+inline constexpr const char* kMemoryFileName = "memory";
+
 inline SnapshotFiles snapshot_files(const std::filesystem::path& dir) {
-  return {.state = (dir / "state").string(), .memory = (dir / "memory").string()};
+  return {.state = (dir / kStateFileName).string(), .memory = (dir / kMemoryFileName).string()};
 }
 
 }  // namespace dsec::snapshot
