@@ -29,11 +29,11 @@ using std::chrono::milliseconds;
 
 HttpLimits short_deadlines() {
   return HttpLimits{.max_body_bytes = size_t{1} << 20,
-                    .idle_timeout = milliseconds(400),
-                    .header_timeout = milliseconds(600),
-                    .body_timeout = milliseconds(600),
+                    .idle_timeout = milliseconds(1000),
+                    .header_timeout = milliseconds(1500),
+                    .body_timeout = milliseconds(1500),
                     .min_body_bytes_per_second = 1024,
-                    .send_timeout = milliseconds(600)};
+                    .send_timeout = milliseconds(1500)};
 }
 
 class ApiServerDeadlines : public ::testing::Test {
@@ -98,7 +98,9 @@ class ApiServerDeadlines : public ::testing::Test {
     auto answer = client.get("/other");
     ASSERT_TRUE(answer) << answer.error().message();
     EXPECT_EQ(answer->at("path"), "/other");
-    EXPECT_LT(Clock::now() - start, milliseconds(300));
+    // Well within the shortest deadline: not held until another client's ends (the margin
+    // is for a loaded 2-core machine).
+    EXPECT_LT(Clock::now() - start, milliseconds(800));
   }
 
   test::TempDir dir_;
@@ -112,8 +114,8 @@ TEST_F(ApiServerDeadlines, AClientThatSendsNothingIsClosedAtTheIdleTimeout) {
   expect_others_served();
   EXPECT_EQ(wait_for_hang_up(idle), "");
   const auto lived = Clock::now() - start;
-  EXPECT_GE(lived, milliseconds(350));
-  EXPECT_LT(lived, milliseconds(2000));
+  EXPECT_GE(lived, milliseconds(950));
+  EXPECT_LT(lived, milliseconds(3000));
 }
 
 TEST_F(ApiServerDeadlines, HeadersSentAByteAtATimeAreCutOffAtTheHeaderTimeout) {
@@ -123,22 +125,22 @@ TEST_F(ApiServerDeadlines, HeadersSentAByteAtATimeAreCutOffAtTheHeaderTimeout) {
     expect_others_served();
   });
   // Each byte comes well within the idle timeout: only the header deadline can end it.
-  const auto lived = trickle(slow, "GET /slow HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(60, 'p'),
+  const auto lived = trickle(slow, "GET /slow HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(100, 'p'),
                              milliseconds(50));
   other.join();
-  EXPECT_GE(lived, milliseconds(550));
-  EXPECT_LT(lived, milliseconds(2000)) << "the headers should have been cut off at 600 ms";
+  EXPECT_GE(lived, milliseconds(1450));
+  EXPECT_LT(lived, milliseconds(4000)) << "the headers should have been cut off at 1500 ms";
 }
 
 TEST_F(ApiServerDeadlines, ABodySlowerThanTheMinimumRateIsCutOffAndOneInTimeIsAnswered) {
-  // 2000 bytes announced at 1024 B/s minimum: 600 ms + about 1950 ms.
+  // 2000 bytes announced at 1024 B/s minimum: 1500 ms + about 1950 ms.
   const std::string head = "PUT /body HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n";
   const UniqueFd slow = connect();
   ASSERT_EQ(::send(slow.get(), head.data(), head.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(head.size()));
   const auto lived = trickle(slow, std::string(2000, 'b'), milliseconds(10));
-  EXPECT_GE(lived, milliseconds(2400));
-  EXPECT_LT(lived, milliseconds(5000));
+  EXPECT_GE(lived, milliseconds(3300));
+  EXPECT_LT(lived, milliseconds(7000));
 
   const UniqueFd in_time = connect();
   const std::string whole = "PUT /body HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -154,7 +156,7 @@ TEST_F(ApiServerDeadlines, AClientThatReadsNoneOfItsAnswerIsClosedAtTheSendTimeo
   const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(::send(reader.get(), request.data(), request.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(request.size()));
-  std::this_thread::sleep_for(milliseconds(1500));  // past the send timeout, reading nothing
+  std::this_thread::sleep_for(milliseconds(3500));  // past the send timeout, reading nothing
   expect_others_served();
   const std::string got = wait_for_hang_up(reader);
   EXPECT_LT(got.size(), size_t{8} << 20) << "the server should have given up on the answer";
@@ -208,10 +210,15 @@ TEST(ApiServerCallerCap, OneCallersConnectionsPastItsCapAreClosedAndAnotherCalle
   char byte = 0;
   EXPECT_EQ(::recv(fifth->get(), &byte, 1, 0), 0) << "closed at once: its caller has 4";
   held.pop_back();
-  std::this_thread::sleep_for(milliseconds(200));
+  // A place freed is its again, once the server saw the close.
   ApiClient same(socket, std::chrono::seconds(5));
-  ASSERT_OK_AND_ASSIGN(auto mine, same.get("/x"));
-  EXPECT_EQ(mine.at("caller"), "uid:" + std::to_string(::getuid())) << "a place freed is its again";
+  auto mine = same.get("/x");
+  for (int tries = 0; !mine && tries < 50; ++tries) {
+    std::this_thread::sleep_for(milliseconds(100));
+    mine = same.get("/x");
+  }
+  ASSERT_TRUE(mine) << mine.error().message();
+  EXPECT_EQ(mine->at("caller"), "uid:" + std::to_string(::getuid()));
 
   if (::geteuid() != 0) {
     std::printf("not root: another uid's connection is not tried\n");
