@@ -287,6 +287,29 @@ def metric(pool, name):
                if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"))
 
 
+def agent_stalled(pool, sandbox_id, vmm_log_path, wait_s=5):
+    """Why a sandbox whose agent did not answer, and that the pool still holds (its health
+    checks see only the guest kernel accept a connection), counts as a guest stall: its VMM
+    still parks its vCPUs and logs their state on SIGUSR1 (its threads run; the guest went
+    silent, the test bed's known stall, docs/kvm-test-bed-faults.md). The sandbox is then
+    released. None when its VMM did not answer either, or the pool no longer holds it."""
+    status, sandbox = pool.request("GET", f"/sandboxes/{sandbox_id}")
+    if status != 200 or not sandbox.get("pid"):
+        return None
+    before = tail(vmm_log_path, 10**6).count(VMM_ANSWERED_SIGUSR1)
+    try:
+        os.kill(sandbox["pid"], signal.SIGUSR1)  # the jail's supervisor passes it on
+    except OSError:
+        return None
+    deadline = time.monotonic() + wait_s
+    while tail(vmm_log_path, 10**6).count(VMM_ANSWERED_SIGUSR1) <= before:
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.1)
+    pool.request("DELETE", f"/sandboxes/{sandbox_id}")
+    return "a guest stall: its agent did not answer, its VMM answered SIGUSR1; released"
+
+
 def run_checked(pool, sandbox_id, argv, stdout, what):
     """Runs `argv` in an acquired sandbox through the pool; checks that it exited 0 and
     printed `stdout`. Returns its ms; raises GuestLost when its guest crashed or stalled."""
@@ -299,6 +322,8 @@ def run_checked(pool, sandbox_id, argv, stdout, what):
         # An agent that did not answer may be a stalled guest: the health checks decide.
         agent_silent = status in (502, 504)
         why = lost_reason(pool, sandbox_id, HUNG_DETECTION_S if agent_silent else 5)
+        if not why and agent_silent:
+            why = agent_stalled(pool, sandbox_id, pool.state_dir / "sandboxes" / (sandbox_id + ".log"))
         if why:
             raise GuestLost(f"{what}: {sandbox_id} {why.splitlines()[0]}")
         raise RuntimeError(f"{what}: `{' '.join(argv)}` in {sandbox_id} gave {status} {out}; its VMM's log "

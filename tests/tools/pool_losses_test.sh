@@ -21,4 +21,31 @@ expect testbed-triple-fault 0 "a guest crash (the test bed's nested triple fault
 expect panic-fails 0 "None" -- verdict emulated "$panic"
 expect other-triple-fault-fails 0 "None" -- verdict emulated "$other"
 expect native-kvm-fails 0 "None" -- verdict "" "$triple"
+# A sandbox whose agent did not answer while the pool still held it (its health checks see
+# only the guest kernel accept): a stall only when its VMM answers SIGUSR1 (logs its state).
+stalled() { # stalled yes|no: agent_stalled over a fake pool whose "VMM" logs on SIGUSR1 or not
+  PYTHONDONTWRITEBYTECODE=1 python3 - "$benchmarks" "$1" <<'PY'
+import subprocess, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import pool_host
+log = Path(tempfile.mkdtemp()) / "sb-1.log"
+log.write_text("")
+on_usr1 = f"echo '{pool_host.VMM_ANSWERED_SIGUSR1}' >> {log}" if sys.argv[2] == "yes" else ""
+vmm = subprocess.Popen(["bash", "-c", f"trap \"{on_usr1}\" USR1; while :; do sleep 0.1; done"])
+time.sleep(0.5)
+class FakePool:
+    deleted = []
+    def request(self, method, path, body=None):
+        if method == "DELETE":
+            self.deleted.append(path)
+            return 204, None
+        return 200, {"pid": vmm.pid}
+pool = FakePool()
+print(pool_host.agent_stalled(pool, "sb-1", log, wait_s=2), pool.deleted)
+vmm.kill()
+PY
+}
+expect stall-counted 0 "a guest stall: its agent did not answer, its VMM answered SIGUSR1; released ['/sandboxes/sb-1']" -- stalled yes
+expect silent-vmm-not-counted 0 "None []" -- stalled no
 exit $((failures > 0))
