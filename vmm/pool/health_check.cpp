@@ -12,6 +12,10 @@
 namespace dsec::pool {
 namespace {
 
+constexpr const char* kClosedWithoutAnswer =
+    "the VMM closed the connection without an answer: the guest refused the agent's port, or "
+    "the VMM gave up on it";
+
 // The VMM's answer is "OK <host port>\n"; anything longer is not that answer.
 constexpr size_t kMaxAnswer = 64;
 
@@ -76,6 +80,9 @@ std::optional<HealthVerdict> HealthCheck::ask(const std::string& vsock_path, uin
   }
   const std::string line = fmt::format("CONNECT {}\n", port);
   const ssize_t n = ::send(socket_.get(), line.data(), line.size(), MSG_NOSIGNAL);
+  if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+    return verdict(Health::kRefused, kClosedWithoutAnswer);  // it closed before our line
+  }
   if (n != static_cast<ssize_t>(line.size())) {
     return verdict(Health::kRefused, n < 0 ? fmt::format("send: {}", std::strerror(errno))
                                            : std::string("its vsock socket took a partial line"));
@@ -99,9 +106,7 @@ std::optional<HealthVerdict> HealthCheck::read_answer() {
       }
     }
     if (n <= 0) {  // the end, or a reset: the VMM closed before it read our line
-      return verdict(Health::kRefused,
-                     "the VMM closed the connection without an answer: the guest refused the "
-                     "agent's port, or the VMM gave up on it");
+      return verdict(Health::kRefused, kClosedWithoutAnswer);
     }
     answer_.append(buffer.data(), static_cast<size_t>(n));
     if (const auto end = answer_.find('\n'); end != std::string::npos) {
