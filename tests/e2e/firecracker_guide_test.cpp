@@ -130,6 +130,15 @@ class ConsoleVmm {
     return std::nullopt;
   }
 
+  // Asks the VMM to log where its vCPUs and devices stand (SIGUSR1) and gives it a moment:
+  // a stalled guest's RIP is then in its log, where tools/kvm-harness finds a nested guest
+  // handed the test-bed kernel's RIP (docs/kvm-test-bed-faults.md).
+  void log_state() {
+    if (pid_ > 0 && ::kill(pid_, SIGUSR1) == 0) {
+      std::this_thread::sleep_for(2s);
+    }
+  }
+
   size_t console_size() const {
     std::lock_guard lock(mutex_);
     return console_.size();
@@ -220,8 +229,11 @@ bool can_make_taps() {
 // from its root drive to a working shell. Returns where the console stood after it.
 size_t expect_a_working_shell(ConsoleVmm& vmm) {
   const auto prompt = vmm.wait_for(kPrompt, 0, kBootDeadline);
-  EXPECT_TRUE(prompt) << "no shell prompt on the console\n" << vmm.describe();
-  if (!prompt) return 0;
+  if (!prompt) {
+    vmm.log_state();
+    ADD_FAILURE() << "no shell prompt on the console\n" << vmm.describe();
+    return 0;
+  }
   EXPECT_TRUE(vmm.type("echo $((6*7)); awk '$2 == \"/\" { print $1, $3, $4 }' /proc/mounts\n"));
   const auto answer = vmm.wait_for("42\r\n", *prompt, 120s);
   EXPECT_TRUE(answer) << "the command typed at the prompt did not answer\n" << vmm.describe();
