@@ -184,6 +184,36 @@ TEST_F(LyingGuest, AGuestThatStopsAnsweringMidStreamFailsWithinTheAnswerTimeout)
   EXPECT_TRUE(dir_.entries().empty());
 }
 
+// A guest that sends a byte just inside each step's timeout would hold a copy (and the
+// pool's thread that runs it) for as long as it liked: the whole copy has a deadline too.
+TEST_F(LyingGuest, AGuestThatDribblesAFileFailsAtTheCopysWholeDeadline) {
+  constexpr uint64_t kAnnounced = 256 * 1024;  // 1 s at kMinCopyBytesPerSecond
+  auto c = client({[](int fd) {
+    const Frame req = read_request(fd);
+    if (!guest_send(fd, MessageType::kFileInfo, req.request_id, encode(FileInfo{kAnnounced, 0644}))) {
+      return;
+    }
+    const uint8_t one = 'g';
+    for (uint64_t sent = 0; sent < kAnnounced; ++sent) {
+      std::this_thread::sleep_for(kAnswerTimeout / 3);
+      if (!guest_send(fd, MessageType::kFileData, req.request_id, std::span(&one, 1))) {
+        return;
+      }
+    }
+  }});
+  const auto start = Clock::now();
+  auto copied = copy_out_of_guest(c, "/dribble", dir_.file("out"), 022);
+  const auto took = Clock::now() - start;
+  ASSERT_FALSE(copied.has_value());
+  EXPECT_NE(copied.error().message().find("bytes moved by the copy's deadline (it must move 256 "
+                                          "KiB a second on the whole"),
+            std::string::npos)
+      << copied.error().message();
+  EXPECT_GE(took, kAnswerTimeout + 1s);
+  EXPECT_LT(took, kGenerousDeadline);
+  EXPECT_TRUE(dir_.entries().empty());
+}
+
 TEST_F(LyingGuest, AGuestThatSendsLessThanItAnnouncedLeavesNoFile) {
   auto c = client({file_reply(1024, 0644, 512, 512, true)});
   auto copied = copy_out_of_guest(c, "/short", dir_.file("out"), 022);

@@ -289,6 +289,62 @@ TEST_F(PoolTest, AnExecRunsWhileThePoolServesOthers) {
   EXPECT_THAT(exec->value().error().message, HasSubstr("is gone: it was released"));
 }
 
+// Each exec, copy, pause, resume or snapshot runs on a thread of its own while it waits on
+// a guest: one tenant may hold only so many at once, and all together only so many more.
+TEST_F(PoolTest, RequestsInFlightAreCappedPerTenantAndInAll) {
+  test::FakeVsockEndpoint endpoint;
+  auto pool = make_pool(std::make_unique<ServingLauncher>(endpoint),
+                        PoolOptions{.health_interval = 0ms,
+                                    .max_requests_per_tenant = 2,
+                                    .max_requests = 3});
+  ASSERT_TRUE(pool->register_image(image(0, 2)));
+  auto mine = acquire_now(*pool, {.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(mine) << mine.error().message;
+  const Tenant other{.name = "uid:1000", .is_operator = false, .quota = {}};
+  auto theirs_slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
+  pool->acquire(other, {.image = "base", .ttl_s = std::nullopt},
+                [theirs_slot](PoolResult<nlohmann::json> answer) { *theirs_slot = std::move(answer); });
+  auto theirs = wait_for(theirs_slot);
+  ASSERT_TRUE(theirs) << theirs.error().message;
+  endpoint.silence((*mine)["vsock"].get<std::string>());  // no agent answers: execs wait
+  endpoint.silence((*theirs)["vsock"].get<std::string>());
+  const std::string my_id = (*mine)["id"];
+  const std::string their_id = (*theirs)["id"];
+
+  const auto first = start_exec(*pool, my_id);
+  const auto second = start_exec(*pool, my_id);
+  EXPECT_FALSE(run_until([&] { return first->has_value() || second->has_value(); }, 200ms));
+  auto third = exec_now(*pool, my_id);
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.error().kind, Failure::kQuota);
+  EXPECT_THAT(third.error().message, HasSubstr("you run 2 requests"));
+
+  const auto exec_as_other = [&] {
+    auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
+    ExecCall call;
+    call.request.argv = {"true"};
+    pool->exec(other, their_id, std::move(call),
+               [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
+    return slot;
+  };
+  const auto other_first = exec_as_other();
+  EXPECT_FALSE(run_until([&] { return other_first->has_value(); }, 200ms))
+      << "another tenant's first request runs beside mine";
+  auto over_all = wait_for(exec_as_other());
+  ASSERT_FALSE(over_all);
+  EXPECT_EQ(over_all.error().kind, Failure::kFull);
+  EXPECT_THAT(over_all.error().message, HasSubstr("the pool runs 3 requests"));
+
+  endpoint.close_held();  // every waiting exec ends (502), and each frees its place
+  ASSERT_TRUE(run_until(
+      [&] { return first->has_value() && second->has_value() && other_first->has_value(); }));
+  const auto again = start_exec(*pool, my_id);
+  EXPECT_FALSE(run_until([&] { return again->has_value(); }, 200ms))
+      << "a place freed: the next exec runs (and waits on the silent agent)";
+  endpoint.close_held();
+  ASSERT_TRUE(run_until([&] { return again->has_value(); }));
+}
+
 // An exec broken off because its VMM ended answers how the VMM ended, not only that the
 // connection closed.
 TEST_F(PoolTest, AnExecBrokenByItsVmmsEndSaysHowItEnded) {

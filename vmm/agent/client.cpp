@@ -67,6 +67,30 @@ Stalled give_up(const char* during, std::chrono::milliseconds timeout) {
   };
 }
 
+// The end of a whole copy of `size` bytes that began now (kMinCopyBytesPerSecond).
+class CopyDeadline {
+ public:
+  CopyDeadline(uint64_t size, std::chrono::milliseconds answer_timeout)
+      : size_(size),
+        end_(Clock::now() + answer_timeout +
+             // At most about 11 days: a size the guest announced cannot overflow the clock.
+             std::chrono::milliseconds(
+                 std::min<uint64_t>(size / (kMinCopyBytesPerSecond / 1000), 1'000'000'000))) {}
+  Status check(const std::string& guest_path, uint64_t moved) const {
+    if (Clock::now() < end_) {
+      return ok();
+    }
+    return fail(fmt::format("copying {}: {} of {} bytes moved by the copy's deadline (it must "
+                            "move {} KiB a second on the whole, after the answer timeout)",
+                            guest_path, moved, size_, kMinCopyBytesPerSecond / 1024),
+                kStoppedAnsweringHint);
+  }
+
+ private:
+  uint64_t size_;
+  Clock::time_point end_;
+};
+
 // One request's connection to the agent (a stream socket from the Connector). Every wait
 // on the guest is a poll that lasts at most the answer timeout; when one runs out,
 // `stalled` decides.
@@ -362,8 +386,10 @@ Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& 
   DSEC_TRY(
       send_or_answer(MessageType::kWriteFile, encode(WriteFileRequest{guest_path, mode, size})));
   std::array<uint8_t, kMaxChunk> buf{};
+  const CopyDeadline deadline(size, answer_timeout_);
   uint64_t sent = 0;
   while (sent < size) {
+    DSEC_TRY(deadline.check(guest_path, sent));
     const ssize_t n = ::read(source_fd, buf.data(), std::min<uint64_t>(buf.size(), size - sent));
     if (n < 0 && errno == EINTR) {
       continue;
@@ -380,6 +406,7 @@ Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& 
   }
   DSEC_TRY(send_or_answer(MessageType::kFileEnd, {}));
   const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
+  DSEC_TRY(deadline.check(guest_path, sent));
   if (f.type != MessageType::kOk) {
     return unexpected_frame(f, kDuring);
   }
@@ -403,9 +430,11 @@ Result<FileInfo> AgentClient::read_file(const std::string& guest_path, const Sin
   }
   // The announced size bounds what is taken: a frame past it ends the copy there, before
   // its bytes reach the sink.
+  const CopyDeadline deadline(info.size, answer_timeout_);
   uint64_t received = 0;
   while (true) {
     const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
+    DSEC_TRY(deadline.check(guest_path, received));
     if (f.type == MessageType::kFileEnd) {
       break;
     }

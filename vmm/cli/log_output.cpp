@@ -5,6 +5,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "vmm/common/capped_log_sink.h"
+
 namespace dsec::cli {
 namespace {
 
@@ -26,22 +28,40 @@ spdlog::level::level_enum spdlog_level(api::LogLevel level) {
   return spdlog::level::info;
 }
 
+// The default logger's distributing sink (make_vmm_logger's); null for another logger.
+std::shared_ptr<spdlog::sinks::dist_sink_mt> vmm_log_outputs() {
+  const auto logger = spdlog::default_logger();
+  return logger->sinks().empty()
+             ? nullptr
+             : std::dynamic_pointer_cast<spdlog::sinks::dist_sink_mt>(logger->sinks().front());
+}
+
 }  // namespace
 
 std::shared_ptr<spdlog::logger> make_vmm_logger() {
   // stderr: stdout carries the guest's console. The distributing sink takes more sinks
   // under its own lock while other threads log through it.
   auto outputs = std::make_shared<spdlog::sinks::dist_sink_mt>(
-      std::vector<spdlog::sink_ptr>{std::make_shared<spdlog::sinks::stderr_color_sink_mt>()});
+      std::vector<spdlog::sink_ptr>{std::make_shared<CappedLogSink>(
+          std::make_shared<spdlog::sinks::stderr_color_sink_mt>())});
   return std::make_shared<spdlog::logger>("", std::move(outputs));
+}
+
+void limit_stderr_log(uint64_t bytes) {
+  const auto outputs = vmm_log_outputs();
+  if (!outputs) {
+    return;
+  }
+  for (const auto& sink : outputs->sinks()) {
+    if (auto capped = std::dynamic_pointer_cast<CappedLogSink>(sink)) {
+      capped->set_limit(bytes);
+    }
+  }
 }
 
 Status configure_log(const api::LoggerRequest& request) {
   const auto logger = spdlog::default_logger();
-  auto outputs =
-      logger->sinks().empty()
-          ? nullptr
-          : std::dynamic_pointer_cast<spdlog::sinks::dist_sink_mt>(logger->sinks().front());
+  const auto outputs = vmm_log_outputs();
   if (!outputs) {
     return fail("the VMM's log cannot take another output");
   }

@@ -3,6 +3,7 @@
 // level while other threads log.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "vmm/api/preboot_requests.h"
@@ -16,6 +17,11 @@ namespace dsec::cli {
 
 // A logger that writes to stderr and to whatever configure_log() adds later.
 std::shared_ptr<spdlog::logger> make_vmm_logger();
+
+// From now on the default logger (made by make_vmm_logger) writes at most `bytes` more to
+// stderr, then one line that says so, then nothing (0: no limit): a pool clone's stderr is
+// its log file on the host, which nothing a guest does may fill.
+void limit_stderr_log(uint64_t bytes);
 
 // The default logger (made by make_vmm_logger) also writes to request.log_path (appended
 // to; a named pipe works too), with the level shown when show_level, and logs from

@@ -44,6 +44,8 @@ struct PoolOptions {
   double health_interval_s = 10;
   double health_timeout_s = 15;
   uint32_t health_failures = 2;
+  uint32_t max_requests = 128;
+  uint32_t max_requests_per_tenant = 16;
   std::vector<std::string> restore_args;
   bool no_jail = false;
   std::string jail_ids = "200000-265535";
@@ -214,7 +216,9 @@ int run_pool(const PoolOptions& options) {
                                     .health_interval = milliseconds(options.health_interval_s),
                                     .health_timeout = milliseconds(options.health_timeout_s),
                                     .health_failures = options.health_failures,
-                                    .jail_ids = jail_ids});
+                                    .jail_ids = jail_ids,
+                                    .max_requests_per_tenant = options.max_requests_per_tenant,
+                                    .max_requests = options.max_requests});
   // Before serve(): the loop does not run yet, so its watches and timers may be set here.
   pool.recover();
   const auto router = std::make_shared<api::Router>(pool::pool_router(pool, access));
@@ -337,6 +341,16 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
                    "its VMM killed and replaced")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
+  pool->add_option("--max-requests", options->max_requests,
+                   "Requests that each run on a thread of their own (exec, file copies, pause, "
+                   "resume, snapshot) at once, all callers together; one more is answered 429")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  pool->add_option("--max-requests-per-tenant", options->max_requests_per_tenant,
+                   "The same for one tenant (a uid on the socket, a token on TCP); one more is "
+                   "answered 429")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   pool->add_option("--restore-arg", options->restore_args,
                    "An argument added to every clone's `dsec-vmm restore` (repeat it: "
                    "--restore-arg=--seccomp=log)")
@@ -374,6 +388,12 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
                    "keeps (bytes, or 64KiB, 1MiB, ...); the rest is dropped. Jailed or not")
       ->transform(CLI::AsSizeValue(true))
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
+      ->default_str("1MiB");
+  pool->add_option("--clone-log-limit", options->limits.log_limit_bytes,
+                   "How much of its own log a clone's VMM writes to sandboxes/ID.log (bytes, or "
+                   "64KiB, 1MiB, ...); past it one line says so and the rest is dropped")
+      ->transform(CLI::AsSizeValue(true))
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 30))
       ->default_str("1MiB");
   pool->callback([&action, options] { action = [options] { return run_pool(*options); }; });
 }

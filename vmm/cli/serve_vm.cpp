@@ -12,6 +12,7 @@
 
 #include "vmm/api/api_service.h"
 #include "vmm/cli/cli11.h"
+#include "vmm/cli/log_output.h"
 #include "vmm/common/metrics_sink.h"
 #include "vmm/io/signal_watcher.h"
 #include "vmm/seccomp/role.h"
@@ -69,10 +70,18 @@ void add_console_options(CLI::App& command, ConsoleOptions& options) {
                   "is dropped (logged once); 0: no limit")
       ->transform(CLI::AsSizeValue(true))
       ->default_str("64MiB");
+  command
+      .add_option("--log-limit", options.log_limit,
+                  "How much of its own log the VMM writes to stderr (bytes, or with a unit as "
+                  "--console-limit), after which one line says so and the rest is dropped; 0: "
+                  "no limit")
+      ->transform(CLI::AsSizeValue(true))
+      ->default_str("0");
 }
 
 Result<UniqueFd> open_console(const ConsoleOptions& options, machine::MachineConfig& config,
                               bool input) {
+  limit_stderr_log(options.log_limit);
   config.console_input_fd =
       input && (::isatty(STDIN_FILENO) || options.path.empty()) ? STDIN_FILENO : -1;
   if (options.path.empty()) {

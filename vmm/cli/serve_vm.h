@@ -41,16 +41,18 @@ struct ServeOptions {
   std::string api_metrics_path;
 };
 
-// --console and --console-limit (run, warm, restore, serve).
+// --console, --console-limit and --log-limit (run, warm, restore, serve): where the VM's
+// outputs go and how much of them.
 struct ConsoleOptions {
   static constexpr uint64_t kDefaultLimit = uint64_t{64} << 20;
   std::string path;                // empty: the console stays on stdout
   uint64_t limit = kDefaultLimit;  // bytes; 0: none
+  uint64_t log_limit = 0;          // the VMM's own log on stderr, bytes; 0: none
 };
 void add_console_options(CLI::App& command, ConsoleOptions& options);
 
-// Opens --console (created or truncated) and points `config`'s console at it, with its size
-// limit; without --console the output stays on stdout, unlimited. With `input`, the guest
+// Caps the VMM's log on stderr at --log-limit. Opens --console (created or truncated) and
+// points `config`'s console at it, with its size limit; without --console the output stays on stdout, unlimited. With `input`, the guest
 // reads stdin when stdin is a terminal or the output is stdout. Returns the file (an empty
 // fd for stdout), which must outlive the VM.
 Result<UniqueFd> open_console(const ConsoleOptions& options, machine::MachineConfig& config,

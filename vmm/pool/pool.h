@@ -68,6 +68,11 @@ struct PoolOptions {
   uint32_t health_failures = 2;
   // The uids and gids of jailed clones, one each; none: clones run unjailed (--no-jail).
   std::optional<JailIdRange> jail_ids = JailIdRange{};
+  // Requests that run on a thread of their own (exec, copies, pause, resume, snapshot) at
+  // once: one tenant's, and everyone's. One more is refused (kQuota, kFull), so that no
+  // caller can make the daemon start threads without end.
+  uint32_t max_requests_per_tenant = 16;
+  uint32_t max_requests = 128;
 };
 
 class Pool {
@@ -224,6 +229,8 @@ class Pool {
   void set_paused(const Tenant& caller, const std::string& id, bool paused, Answer answer);
   // The sandbox `id` when `caller` holds it and its VMM has an API socket.
   PoolResult<Sandbox*> with_api(const Tenant& caller, const std::string& id);
+  // Whether `caller` may start one more request on a thread of its own (kQuota, kFull).
+  PoolResult<void> check_request_room(const Tenant& caller) const;
   PoolResult<void> end_agent_request(const Tenant& caller, const std::string& id);
   PoolError agent_failure(const std::string& id, const std::string& what, const Error& e,
                           const PoolResult<void>& still_in_use) const;
@@ -249,8 +256,9 @@ class Pool {
   std::optional<io::TimerId> refill_timer_;
   std::optional<io::TimerId> health_timer_;
   std::optional<io::TimerId> cleanup_timer_;  // what the launcher left to remove (forget())
-  // Running agent requests, by a key of their own.
+  // Running agent requests, by a key of their own, and how many each tenant runs.
   std::map<uint64_t, std::unique_ptr<BackgroundTask>> agent_requests_;
+  std::map<std::string, uint32_t> requests_by_tenant_;
   std::map<std::string, std::deque<Waiter>> waiters_;  // by image, first come first
   uint64_t next_request_ = 1;
 };

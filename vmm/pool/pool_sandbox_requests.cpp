@@ -41,6 +41,10 @@ void Pool::run_agent_request(const Tenant& caller, const std::string& id, AgentW
                                                       id + "/resume first")));
     return;
   }
+  if (auto room = check_request_room(caller); !room) {
+    done(std::unexpected(room.error()));
+    return;
+  }
   // Shared: the task's completion calls it, or this does when the task cannot start.
   auto finish = std::make_shared<AgentDone>(std::move(done));
   auto succeeded = std::make_shared<bool>(false);
@@ -54,6 +58,10 @@ void Pool::run_agent_request(const Tenant& caller, const std::string& id, AgentW
         // This runs inside the task's own completion: it goes when this returns.
         const auto finished = std::move(agent_requests_.at(key));
         agent_requests_.erase(key);
+        if (auto count = requests_by_tenant_.find(caller.name);
+            count != requests_by_tenant_.end() && --count->second == 0) {
+          requests_by_tenant_.erase(count);
+        }
         const auto it = sandboxes_.find(id);
         if (*succeeded || it == sandboxes_.end() || pidfd_exited(it->second->pidfd.get())) {
           (*finish)(end_agent_request(caller, id));
@@ -73,9 +81,28 @@ void Pool::run_agent_request(const Tenant& caller, const std::string& id, AgentW
     return;
   }
   agent_requests_.emplace(key, std::move(*task));
+  ++requests_by_tenant_[caller.name];
   ++s.agent_requests;
   s.last_request = Clock::now();
   arm_lease(s);  // no idle end while it runs
+}
+
+PoolResult<void> Pool::check_request_room(const Tenant& caller) const {
+  if (agent_requests_.size() >= options_.max_requests) {
+    return std::unexpected(error(
+        Failure::kFull, fmt::format("the pool runs {} requests (exec, copies, pause, resume, "
+                                    "snapshot) at once, its most (--max-requests): try again later",
+                                    agent_requests_.size())));
+  }
+  const auto count = requests_by_tenant_.find(caller.name);
+  if (count != requests_by_tenant_.end() && count->second >= options_.max_requests_per_tenant) {
+    return std::unexpected(
+        error(Failure::kQuota, fmt::format("you run {} requests (exec, copies, pause, resume, "
+                                           "snapshot) at once, your most "
+                                           "(--max-requests-per-tenant): wait for one to end",
+                                           count->second)));
+  }
+  return {};
 }
 
 PoolResult<void> Pool::end_agent_request(const Tenant& caller, const std::string& id) {

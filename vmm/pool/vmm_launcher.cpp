@@ -130,7 +130,9 @@ std::vector<std::string> restore_argv(const std::string& vmm_binary, const Clone
                                 "--console",
                                 console_path(clone.dir),
                                 "--console-limit",
-                                std::to_string(limits.console_limit_bytes)};
+                                std::to_string(limits.console_limit_bytes),
+                                "--log-limit",
+                                std::to_string(limits.log_limit_bytes)};
   if (!clone.files.api.empty()) {
     argv.insert(argv.end(), {"--api-sock", clone.files.api});
   }

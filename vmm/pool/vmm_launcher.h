@@ -49,6 +49,7 @@ struct CloneLimits {
   uint32_t pids_max = 512;
   std::string cpu_max;                               // cpu.max ("QUOTA PERIOD"); empty: none
   uint64_t console_limit_bytes = uint64_t{1} << 20;  // the console file's cap (0: none)
+  uint64_t log_limit_bytes = uint64_t{1} << 20;      // the VMM's log's, ID.log (0: none)
 };
 
 // The console file in a sandbox's directory.
