@@ -112,7 +112,11 @@ TEST(ApiRateLimiter, ALimitedDriveReadsAtItsBandwidthAndAnUnlimitedOneIsNotHeldB
       "({:.2f} s); expected {:.2f} s",
       limited.host, limited.guest, free.host, free.guest, expected);
   EXPECT_NEAR(limited.guest, expected, expected * 0.1) << figures;
-  EXPECT_LT(free.guest, limited.guest / 2) << "the unlimited drive was held back: " << figures;
+  // The limit paces a read to at least `expected`, whatever the load; an unlimited read
+  // goes at the test bed's speed, which a loaded CI machine halves (about 4 s where 2 s is
+  // usual, seen in CI): well under the paced time is what tells them apart.
+  constexpr double kUnpaced = 0.7;
+  EXPECT_LT(free.guest, limited.guest * kUnpaced) << "the unlimited drive was held back: " << figures;
   std::cout << figures << "\n";
   // The limit shows in the VM's configuration.
   const auto config = client.get("/vm/config");
@@ -126,7 +130,7 @@ TEST(ApiRateLimiter, ALimitedDriveReadsAtItsBandwidthAndAnUnlimitedOneIsNotHeldB
                            {"rate_limiter", {{"bandwidth", {{"size", 0}, {"refill_time", 0}}}}}}))
       << vmm->describe();
   const Took lifted = read("/dev/vda", kRead);
-  EXPECT_LT(lifted.guest, limited.guest / 2)
+  EXPECT_LT(lifted.guest, limited.guest * kUnpaced)
       << "still limited after the PATCH: " << lifted.guest << " s; " << figures;
   std::filesystem::remove_all(work);
 }
@@ -339,7 +343,11 @@ TEST(ApiRateLimiter, ALimitedInterfaceHoldsItsBandwidthBothWaysAndAnUnlimitedNei
   std::cout << figures << "\n";
   EXPECT_NEAR(sent.rate(kBucket), kBytesPerSecond, kBytesPerSecond * 0.1) << figures;
   EXPECT_NEAR(received.rate(kBucket), kBytesPerSecond, kBytesPerSecond * 0.1) << figures;
-  EXPECT_GT(unlimited.rate(0), 2.0 * kBytesPerSecond)
+  // The limit holds a transfer within 10% of its rate; the test bed's own speed (about 4
+  // times the limit) falls under load, as a busy CI machine showed: 1.4 times the limit
+  // still tells the two apart.
+  constexpr double kUnpaced = 1.4;
+  EXPECT_GT(unlimited.rate(0), kUnpaced * kBytesPerSecond)
       << "the unlimited neighbour was held back: " << figures;
   RecordProperty("limited_tx_kib_s", std::to_string(sent.rate(kBucket) / 1024));
   RecordProperty("limited_rx_kib_s", std::to_string(received.rate(kBucket) / 1024));
@@ -357,7 +365,7 @@ TEST(ApiRateLimiter, ALimitedInterfaceHoldsItsBandwidthBothWaysAndAnUnlimitedNei
                   {{"iface_id", "eth0"}, {"rx_rate_limiter", none}, {"tx_rate_limiter", none}}))
       << limited.vm().describe();
   const NetVm::Transfer lifted = limited.transfer(true, kBytes);
-  EXPECT_GT(lifted.rate(0), 2.0 * kBytesPerSecond)
+  EXPECT_GT(lifted.rate(0), kUnpaced * kBytesPerSecond)
       << "still limited after the PATCH: " << lifted.rate(0) / 1024 << " KiB/s; " << figures;
 }
 
