@@ -37,12 +37,13 @@ TEST(PoolRestoreArgv, AJailedCloneGetsItsDirectoryIdsCgroupAndLimitsThenTheExtra
   CloneLimits limits;
   limits.cpu_max = "200000 100000";
   limits.console_limit_bytes = 65536;
+  limits.log_limit_bytes = 32768;
   const auto argv = restore_argv("/bin/dsec-vmm", clone(200007), limits, {"--seccomp=log"});
   EXPECT_THAT(argv, ElementsAre("/bin/dsec-vmm", "restore", "/images/base", "--vsock",
                                 "/run/pool/sandboxes/sb-1/vsock", "--ready-fd", "3",
                                 "--no-host-paths-from-snapshot", "--console",
                                 "/run/pool/sandboxes/sb-1/console", "--console-limit", "65536",
-                                "--api-sock", "/run/pool/sandboxes/sb-1/api", "--jail",
+                                "--log-limit", "32768", "--api-sock", "/run/pool/sandboxes/sb-1/api", "--jail",
                                 "/run/pool/sandboxes/sb-1", "--uid", "200007", "--gid", "200007",
                                 "--cgroup-parent", "dsec-vmm-pool", "--cgroup",
                                 // 256 MiB of guest RAM and 64 MiB for the VMM
@@ -50,10 +51,10 @@ TEST(PoolRestoreArgv, AJailedCloneGetsItsDirectoryIdsCgroupAndLimitsThenTheExtra
                                 "cpu.max=200000 100000", "--seccomp=log"));
 }
 
-TEST(PoolRestoreArgv, AnUnjailedCloneHasItsConsoleCappedAndNoJail) {
+TEST(PoolRestoreArgv, AnUnjailedCloneHasItsConsoleAndLogCappedAndNoJail) {
   const auto argv = restore_argv("/bin/dsec-vmm", clone(std::nullopt), CloneLimits{}, {});
   EXPECT_THAT(argv, IsSupersetOf({"--console", "/run/pool/sandboxes/sb-1/console",
-                                  "--console-limit", "1048576"}));
+                                  "--console-limit", "1048576", "--log-limit", "1048576"}));
   EXPECT_THAT(argv, Not(::testing::Contains("--jail")));
   EXPECT_THAT(argv, Not(::testing::Contains("--uid")));
 }
