@@ -43,4 +43,23 @@ inline bool write_stand_in_image(const std::filesystem::path& dir, size_t memory
   return write_stand_in_image(dir, memory_bytes, stand_in_config());
 }
 
+// A stand-in image `name` in the pool's image store `store` (made if missing): its directory
+// 0700 and its files 0600, as the store takes them (the daemon's, writable by nobody else).
+// Returns the image's directory, empty when it was not written.
+inline std::filesystem::path write_store_image(
+    const std::filesystem::path& store, const std::string& name, size_t memory_bytes,
+    const machine::MachineConfig& config = stand_in_config()) {
+  namespace fs = std::filesystem;
+  const fs::path image = store / name;
+  if (!write_stand_in_image(image, memory_bytes, config)) {
+    return {};
+  }
+  constexpr auto kOwnerRw = fs::perms::owner_read | fs::perms::owner_write;
+  fs::permissions(store, fs::perms::owner_all);
+  fs::permissions(image, fs::perms::owner_all);
+  fs::permissions(image / "state", kOwnerRw);
+  fs::permissions(image / "memory", kOwnerRw);
+  return image;
+}
+
 }  // namespace dsec::test

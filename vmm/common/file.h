@@ -18,6 +18,12 @@ struct OpenFile {
   uint32_t mode = 0;  // st_mode & 07777
 };
 
+// The path by which a process reopens what its descriptor `fd` holds: the kernel resolves it
+// to that very file, whatever its name now is, without looking a name up.
+inline std::string fd_path(int fd) {
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
 // Opens `path` read-only; fails if it is not a regular file.
 Result<OpenFile> open_regular_file(const std::string& path);
 // Reads out.size() bytes from `fd` starting at `offset`; fails on a short read.
