@@ -12,6 +12,7 @@
 #include "vmm/cli/seccomp_option.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/cli/vm_options.h"
+#include "vmm/common/file.h"
 #include "vmm/jail/supervisor.h"
 #include "vmm/machine/clone_sync.h"
 #include "vmm/machine/machine.h"
@@ -24,6 +25,10 @@ using Clock = std::chrono::steady_clock;
 
 struct RestoreOptions {
   std::string snapshot_dir;
+  // Instead of snapshot_dir: the state and memory files handed in open (dsec-vmm pool's,
+  // checked by the daemon), read through /proc/self/fd: no path is looked up.
+  int state_fd = -1;
+  int memory_fd = -1;
   std::string vsock;  // empty: the snapshot's socket path
   std::optional<uint64_t> vsock_cid;
   std::string net;
@@ -104,12 +109,21 @@ int restore_vm(const RestoreOptions& options, jail::JailedProcess* jailed,
     return 1;
   }
   host.seccomp = *seccomp;
-  const auto files = snapshot::snapshot_files(options.snapshot_dir);
+  const auto files = options.state_fd >= 0
+                         ? snapshot::SnapshotFiles{.state = fd_path(options.state_fd),
+                                                   .memory = fd_path(options.memory_fd)}
+                         : snapshot::snapshot_files(options.snapshot_dir);
   auto built = Clock::now();
   auto build = [&] {
     auto vm = machine::Machine::restore(files.state, files.memory, *overrides, host,
                                         /*paused=*/false);
     built = Clock::now();
+    // Read and mapped: the VMM, soon jailed, keeps no descriptor of the image.
+    for (const int fd : {options.state_fd, options.memory_fd}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
     return vm;
   };
   ServeOptions serve{.command = "restore",
@@ -159,8 +173,10 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
         made.config.kept_fds.push_back(net.tap_fd);
       }
     }
-    if (options.ready_fd >= 0) {
-      made.config.kept_fds.push_back(options.ready_fd);
+    for (const int fd : {options.ready_fd, options.state_fd, options.memory_fd}) {
+      if (fd >= 0) {
+        made.config.kept_fds.push_back(fd);
+      }
     }
     return made;
   }();
@@ -190,9 +206,23 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
       "its agent gets fresh entropy for the guest kernel's RNG and the host's wall clock. "
       "Exit statuses as for run (3 also when the agent did not answer in time). A jailed clone "
       "(--jail) needs a --vsock inside its jail when the snapshot has a vsock device.");
-  restore->add_option("SNAPSHOT_DIR", options->snapshot_dir, "The snapshot's directory")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  auto* dir = restore->add_option("SNAPSHOT_DIR", options->snapshot_dir, "The snapshot's directory")
+                  ->check(CLI::ExistingDirectory);
+  auto* state_fd =
+      restore
+          ->add_option("--state-fd", options->state_fd,
+                       "Instead of SNAPSHOT_DIR: the state file, handed in open as this "
+                       "descriptor (with --memory-fd; dsec-vmm pool gives its clones the files "
+                       "it checked, so no path is looked up again)")
+          ->check(CLI::Range(3, 1 << 20))
+          ->excludes(dir);
+  restore
+      ->add_option("--memory-fd", options->memory_fd,
+                   "Instead of SNAPSHOT_DIR: the memory file, handed in open (with --state-fd)")
+      ->check(CLI::Range(3, 1 << 20))
+      ->excludes(dir)
+      ->needs(state_fd);
+  state_fd->needs(restore->get_option("--memory-fd"));
   restore->add_option("--vsock", options->vsock,
                       "The clone's vsock Unix socket (created here, must not exist)");
   restore->add_option("--vsock-cid", options->vsock_cid,
@@ -234,6 +264,9 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
                   "reboot");
   add_jail_options(*restore, options->jail);
   restore->callback([&action, options, process_start] {
+    if (options->snapshot_dir.empty() && options->state_fd < 0) {
+      throw CLI::RequiredError("SNAPSHOT_DIR (or --state-fd and --memory-fd)");
+    }
     action = [options, process_start] { return restore_main(*options, process_start); };
   });
 }
