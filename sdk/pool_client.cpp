@@ -4,6 +4,7 @@
 #include "sdk/error_mapping.h"
 #include "sdk/pool_replies.h"
 #include "vmm/api/api_client.h"
+#include "vmm/pool/image_store.h"
 #include "vmm/pool/pool_requests.h"
 
 namespace dsec::sdk {
@@ -19,6 +20,10 @@ api::ApiServerKind pool_server(const std::string& socket) {
 
 Status check_name(const std::string& name, std::string_view what) {
   return detail::with_code(pool::check_name(name, what), ErrorCode::kInvalidArgument);
+}
+
+Status check_image_name(const std::string& name) {
+  return detail::with_code(pool::check_image_name(name), ErrorCode::kInvalidArgument);
 }
 
 Status check_duration(std::optional<std::chrono::seconds> duration, const char* what) {
@@ -73,7 +78,7 @@ PoolClient::PoolClient(std::string socket_path, PoolClientOptions options)
     : socket_path_(std::move(socket_path)), options_(options) {}
 
 Result<PoolImage> PoolClient::register_image(const PoolImage& image) const {
-  DSEC_TRY(check_name(image.name, "an image's name"));
+  DSEC_TRY(check_image_name(image.name));
   DSEC_TRY(check_duration(image.ttl, "PoolImage::ttl"));
   DSEC_TRY(check_duration(image.idle_timeout, "PoolImage::idle_timeout"));
   const std::string path = "/images/" + image.name;
@@ -88,7 +93,7 @@ Result<std::vector<PoolImageStatus>> PoolClient::images() const {
 }
 
 Result<PoolSandbox> PoolClient::acquire(const AcquireOptions& options) const {
-  DSEC_TRY(check_name(options.image, "an image's name"));
+  DSEC_TRY(check_image_name(options.image));
   DSEC_TRY(check_duration(options.ttl, "AcquireOptions::ttl"));
   DSEC_TRY(check_duration(options.idle_timeout, "AcquireOptions::idle_timeout"));
   const auto body = DSEC_TRY(exchange(socket_path_, options_, "POST", "/sandboxes",
@@ -122,16 +127,11 @@ Result<PoolSandbox> PoolClient::resume(const std::string& id) const {
   return read_answer(body, "POST", path, detail::pool_sandbox_of);
 }
 
-Status PoolClient::snapshot(const std::string& id, const std::string& snapshot_dir) const {
+Status PoolClient::snapshot(const std::string& id, const std::string& name) const {
   DSEC_TRY(check_name(id, "a sandbox's id"));
-  if (snapshot_dir.empty() || snapshot_dir.front() != '/') {
-    return std::unexpected(Error(ErrorCode::kInvalidArgument,
-                                 "the snapshot's directory must be an absolute path on the "
-                                 "daemon's host, not '" +
-                                     snapshot_dir + "'"));
-  }
+  DSEC_TRY(check_image_name(name));
   DSEC_TRY(exchange(socket_path_, options_, "POST", "/sandboxes/" + id + "/snapshot",
-                    nlohmann::json{{"snapshot_dir", snapshot_dir}}.dump(), 201));
+                    nlohmann::json{{"name", name}}.dump(), 201));
   return {};
 }
 

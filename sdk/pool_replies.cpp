@@ -49,7 +49,6 @@ PoolSandboxState sdk_state(pool::SandboxState state) {
 dsec::Result<PoolImage> image_fields(JsonObject& object) {
   PoolImage image;
   image.name = DSEC_TRY(object.string("name"));
-  image.snapshot_dir = DSEC_TRY(object.string("snapshot_dir"));
   image.ready = DSEC_TRY(object.unsigned_int32("ready"));
   image.max = DSEC_TRY(object.unsigned_int32("max"));
   image.ttl = DSEC_TRY(seconds_field(object, "ttl_s"));
@@ -118,8 +117,7 @@ dsec::Result<std::vector<PoolImageStatus>> pool_images_of(const nlohmann::json& 
 }
 
 nlohmann::json pool_image_body(const PoolImage& image) {
-  nlohmann::json body = {{"snapshot_dir", image.snapshot_dir},
-                         {"ready", image.ready},
+  nlohmann::json body = {{"ready", image.ready},
                          {"ttl_s", image.ttl.count()},
                          {"idle_timeout_s", image.idle_timeout.count()}};
   if (image.max != 0) {

@@ -194,7 +194,8 @@ TEST(PoolJail, EachCloneRunsJailedUnderAUidOfItsOwnWithItsConsoleCapped) {
   PoolDaemon daemon(dir.path(), {"--ready-timeout", "280", "--clone-console-limit", "16KiB"});
   ASSERT_TRUE(daemon.serving(60s)) << daemon.log();
   const Api api(daemon);
-  const json limits = {{"snapshot_dir", image.dir.string()}, {"ready", 2}, {"max", 3}};
+  ASSERT_FALSE(link_into_store(image, daemon.image_dir(), "base").empty());
+  const json limits = {{"ready", 2}, {"max", 3}};
   ASSERT_EQ(api.request("PUT", "/images/base", limits.dump()).status, 200) << daemon.log();
   EXPECT_THAT(api.request("GET", "/metrics").body, HasSubstr("dsec_pool_jail_enabled 1"));
 
@@ -264,7 +265,8 @@ TEST(PoolJail, ACloneOverItsMemoryMaxIsTheOnlyOneKilledAndIsReportedLost) {
                                  "--restore-arg=--cgroup=memory.max=64M"});
   ASSERT_TRUE(daemon.serving(60s)) << daemon.log();
   const Api api(daemon);
-  const json limits = {{"snapshot_dir", image.dir.string()}, {"ready", 2}, {"max", 2}};
+  ASSERT_FALSE(link_into_store(image, daemon.image_dir(), "base").empty());
+  const json limits = {{"ready", 2}, {"max", 2}};
   ASSERT_EQ(api.request("PUT", "/images/base", limits.dump()).status, 200) << daemon.log();
   const json greedy = api.acquire();
   const json neighbour = api.acquire();

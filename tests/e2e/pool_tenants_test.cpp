@@ -201,7 +201,8 @@ TEST(PoolTenants, ATenantsSandboxIsInvisibleToAnotherTokenAndAnotherUid) {
   };
   ASSERT_TRUE(eventually([&] { return as_operator(http("GET", "/images")).status == 200; }, 60s));
 
-  const json spec = {{"snapshot_dir", image.dir.string()}, {"ready", 1}, {"max", 3}};
+  ASSERT_FALSE(link_into_store(image, dir.file("state/images"), "base").empty());
+  const json spec = {{"ready", 1}, {"max", 3}};
   const auto registered = as_operator(http("PUT", "/images/base", spec.dump()));
   ASSERT_EQ(registered.status, 200) << registered.raw;
   const auto acquired =
@@ -210,12 +211,12 @@ TEST(PoolTenants, ATenantsSandboxIsInvisibleToAnotherTokenAndAnotherUid) {
   const std::string id = json::parse(acquired.body)["id"];
 
   // Every route that names the sandbox, as another tenant would send it.
-  const std::string snapshot_dir = dir.file("stolen");
+  const std::string stolen = dir.file("state/images/stolen");
   const std::vector<std::string> probes = {
       http("GET", "/sandboxes/" + id),
       http("POST", "/sandboxes/" + id + "/exec", R"({"argv": ["cat", "/etc/hostname"]})"),
       http("GET", "/sandboxes/" + id + "/files", "", "X-Dsec-Path: /etc/hostname\r\n"),
-      http("POST", "/sandboxes/" + id + "/snapshot", json{{"snapshot_dir", snapshot_dir}}.dump()),
+      http("POST", "/sandboxes/" + id + "/snapshot", R"({"name": "stolen"})"),
       http("POST", "/sandboxes/" + id + "/pause"),
       http("POST", "/sandboxes/" + id + "/keepalive"),
       http("DELETE", "/sandboxes/" + id)};
@@ -236,7 +237,7 @@ TEST(PoolTenants, ATenantsSandboxIsInvisibleToAnotherTokenAndAnotherUid) {
   const auto uid_list = unix_request_as(kTenantUid, socket, http("GET", "/sandboxes"));
   EXPECT_EQ(uid_list.status, 200) << uid_list.raw;
   EXPECT_EQ(json::parse(uid_list.body, nullptr, false)["sandboxes"], json::array());
-  EXPECT_FALSE(std::filesystem::exists(snapshot_dir)) << "no snapshot was written";
+  EXPECT_FALSE(std::filesystem::exists(stolen)) << "no snapshot was written";
 
   // Callers the daemon does not know: nothing done.
   const auto wrong = tcp_request(

@@ -48,12 +48,15 @@ bool eventually(const std::function<bool()>& done, std::chrono::seconds within =
   return test::eventually(done, within);
 }
 
-// A `dsec-vmm pool` process on a state directory and socket in /run (a local tmpfs in the
-// test bed: Unix sockets do not work on its 9p /tmp).
+// A `dsec-vmm pool` process on a state directory, image store and socket in /run (a local
+// tmpfs in the test bed: Unix sockets do not work on its 9p /tmp).
 class PoolDaemon {
  public:
   explicit PoolDaemon(const std::filesystem::path& dir)
-      : state_dir_(dir / "state"), socket_(dir / "pool.sock"), log_(dir / "daemon.log") {}
+      : state_dir_(dir / "state"),
+        image_dir_(dir / "images"),
+        socket_(dir / "pool.sock"),
+        log_(dir / "daemon.log") {}
   PoolDaemon(const PoolDaemon&) = delete;
   PoolDaemon& operator=(const PoolDaemon&) = delete;
   ~PoolDaemon() {
@@ -64,9 +67,10 @@ class PoolDaemon {
 
   // Starts the daemon with `extra` options and waits until it answers.
   bool start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {kVmmBinary,          "pool",     "--state-dir",
-                                     state_dir_.string(), "--socket", socket_.string(),
-                                     "--ready-timeout",   "280"};
+    std::vector<std::string> args = {kVmmBinary,          "pool",          "--state-dir",
+                                     state_dir_.string(), "--image-dir",   image_dir_.string(),
+                                     "--socket",          socket_.string(), "--ready-timeout",
+                                     "280"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& arg : args) {
@@ -100,13 +104,13 @@ class PoolDaemon {
 
   std::string log() const { return file_text(log_); }
   const std::filesystem::path& state_dir() const { return state_dir_; }
+  const std::filesystem::path& image_dir() const { return image_dir_; }
   const std::filesystem::path& socket() const { return socket_; }
 
-  // Registers the shared warm image as "base".
+  // Puts the shared warm image into the image store as "base", and registers it.
   bool register_image(const WarmImage& image, const json& limits) {
-    json body = limits;
-    body["snapshot_dir"] = image.dir.string();
-    const auto reply = request("PUT", "/images/base", body.dump());
+    EXPECT_FALSE(link_into_store(image, image_dir_, "base").empty());
+    const auto reply = request("PUT", "/images/base", limits.dump());
     EXPECT_EQ(reply.status, 200) << reply.body;
     return reply.status == 200;
   }
@@ -117,6 +121,7 @@ class PoolDaemon {
 
  private:
   std::filesystem::path state_dir_;
+  std::filesystem::path image_dir_;
   std::filesystem::path socket_;
   std::filesystem::path log_;
   pid_t pid_ = -1;
@@ -207,7 +212,10 @@ TEST(Pool, AcquireExecReleaseAndBadInputThenACleanStop) {
   EXPECT_THAT(oversized, HasSubstr("larger than"));
   bad = daemon.request("PUT", "/images/base", R"({"snapshot_dir": "/nowhere"})");
   EXPECT_EQ(bad.status, 400);
-  EXPECT_THAT(bad.body, HasSubstr("holds no warm image"));
+  EXPECT_THAT(bad.body, HasSubstr("put the image in the store as base"));
+  bad = daemon.request("PUT", "/images/none", "{}");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("the image store has no image none"));
   const auto again = daemon.request("POST", "/sandboxes/" + id + "/exec", R"({"argv": ["true"]})");
   EXPECT_EQ(again.status, 200) << again.body;
 
@@ -404,18 +412,17 @@ TEST(Pool, PauseResumeAndASnapshotThatThePoolServesAsAnImage) {
   const auto wrote = daemon.request("POST", sandbox + "/exec",
                                     R"({"argv": ["sh", "-c", "echo parent > /tmp/mark; sync"]})");
   ASSERT_EQ(wrote.status, 200) << wrote.body;
-  const std::string fork = (dir.path() / "fork").string();
-  const auto made =
-      daemon.request("POST", sandbox + "/snapshot", json{{"snapshot_dir", fork}}.dump());
+  const auto made = daemon.request("POST", sandbox + "/snapshot", R"({"name": "fork"})");
   ASSERT_EQ(made.status, 201) << made.body << daemon.log();
-  EXPECT_EQ(json::parse(made.body)["snapshot_dir"], fork);
+  EXPECT_EQ(json::parse(made.body)["name"], "fork");
+  EXPECT_TRUE(std::filesystem::is_regular_file(daemon.image_dir() / "fork" / "memory"));
   const auto after = daemon.request("POST", sandbox + "/exec", R"({"argv": ["cat", "/tmp/mark"]})");
   ASSERT_EQ(after.status, 200) << "the sandbox runs on after its snapshot: " << after.body;
   EXPECT_EQ(json::parse(after.body)["stdout"], "parent\n");
   ASSERT_EQ(daemon.request("DELETE", sandbox).status, 204);
 
-  const auto registered = daemon.request(
-      "PUT", "/images/fork", json{{"snapshot_dir", fork}, {"ready", 0}, {"max", 1}}.dump());
+  const auto registered =
+      daemon.request("PUT", "/images/fork", json{{"ready", 0}, {"max", 1}}.dump());
   ASSERT_EQ(registered.status, 200) << registered.body;
   const auto child = daemon.request("POST", "/sandboxes", R"({"image": "fork"})");
   ASSERT_EQ(child.status, 201) << child.body << daemon.log();
@@ -482,11 +489,10 @@ TEST(Pool, ADaemonKilledAndStartedAgainAdoptsTheSandboxAClientHolds) {
   expect_nothing_left(daemon, {vmm});
 }
 
-// A caller who can name a snapshot directory chooses the state file, and the state file
-// names the host files its VM opens: a warm image made with a drive on a host disk (here a
-// scratch file standing for one) read-write. The pool refuses it at registration, and a
-// state swapped in after registration makes every clone refuse to start: the disk is
-// never opened.
+// The state file names the host files its VM opens: a warm image made with a drive on a host
+// disk (here a scratch file standing for one) read-write. The pool refuses it at
+// registration, and a state swapped in after registration makes every clone refuse to
+// start: the disk is never opened.
 TEST(Pool, AStateFileNamingAHostDiskIsRefusedAndTheDiskIsNeverOpened) {
   namespace fs = std::filesystem;
   const auto& image = warm_image();
@@ -494,7 +500,9 @@ TEST(Pool, AStateFileNamingAHostDiskIsRefusedAndTheDiskIsNeverOpened) {
   TempDir dir(local_base());
   const fs::path disk = dir.path() / "host-disk.img";
   std::ofstream(disk) << std::string(size_t{1} << 20, 'h');
-  const fs::path evil = dir.path() / "evil";
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  const fs::path evil = daemon.image_dir() / "evil";
   const auto warmed =
       run_vmm({"warm", "--out", evil.string(), "--vcpus", "2", "--memory", "256", "--drive",
                disk.string()},
@@ -504,21 +512,17 @@ TEST(Pool, AStateFileNamingAHostDiskIsRefusedAndTheDiskIsNeverOpened) {
   ASSERT_TRUE(watch);
   ASSERT_GE(::inotify_add_watch(watch.get(), disk.c_str(), IN_OPEN | IN_MODIFY), 0);
 
-  PoolDaemon daemon(dir.path());
-  ASSERT_TRUE(daemon.start()) << daemon.log();
-  const auto refused = daemon.request(
-      "PUT", "/images/evil", json{{"snapshot_dir", evil.string()}, {"ready", 1}}.dump());
+  const auto refused = daemon.request("PUT", "/images/evil", json{{"ready", 1}}.dump());
   EXPECT_EQ(refused.status, 400) << refused.body;
   EXPECT_THAT(refused.body, HasSubstr("1 drive(s), which pool clones cannot have yet"));
 
   // Registered clean, then swapped: the clone's VMM takes no host path from the state.
-  const fs::path swapped = dir.path() / "swapped";
+  const fs::path swapped = daemon.image_dir() / "base";
   fs::create_directory(swapped);
   fs::copy_file(image.dir / "state", swapped / "state");
   fs::create_hard_link(image.dir / "memory", swapped / "memory");
-  const auto registered = daemon.request(
-      "PUT", "/images/base",
-      json{{"snapshot_dir", swapped.string()}, {"ready", 0}, {"max", 1}}.dump());
+  const auto registered =
+      daemon.request("PUT", "/images/base", json{{"ready", 0}, {"max", 1}}.dump());
   ASSERT_EQ(registered.status, 200) << registered.body;
   fs::rename(evil / "state", swapped / "state");
   const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
@@ -528,6 +532,88 @@ TEST(Pool, AStateFileNamingAHostDiskIsRefusedAndTheDiskIsNeverOpened) {
   std::array<char, 4096> events{};
   EXPECT_LT(::read(watch.get(), events.data(), events.size()), 0)
       << "the host disk was opened by a pool clone";
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
+}
+
+// A clone maps its image's memory file: one that its group or others may write could be
+// changed under every clone. Such an image is refused at registration, and a clone of it is
+// refused at launch once its mode changed after registration.
+TEST(PoolImageStore, AnImageWhoseMemoryOthersMayWriteIsRefused) {
+  namespace fs = std::filesystem;
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  // A copy of the memory file of its own: its mode is changed below.
+  const fs::path base = daemon.image_dir() / "base";
+  ASSERT_TRUE(fs::create_directories(base));
+  fs::create_hard_link(image.dir / "state", base / "state");
+  fs::copy_file(image.dir / "memory", base / "memory");
+  fs::permissions(base / "memory", fs::perms::owner_read | fs::perms::owner_write |
+                                       fs::perms::group_read | fs::perms::group_write);
+  const auto refused = daemon.request("PUT", "/images/base", json{{"max", 1}}.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr((base / "memory").string() + " is writable by its group"));
+  EXPECT_EQ(daemon.get("/images")["images"].size(), 0U);
+
+  fs::permissions(base / "memory", fs::perms::owner_read | fs::perms::owner_write);
+  ASSERT_EQ(daemon.request("PUT", "/images/base", json{{"max", 1}}.dump()).status, 200);
+  fs::permissions(base / "memory", fs::perms::others_write, fs::perm_options::add);
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  EXPECT_EQ(acquired.status, 503) << acquired.body;
+  EXPECT_THAT(acquired.body + daemon.log(),
+              HasSubstr((base / "memory").string() + " is writable by others"));
+  EXPECT_EQ(daemon.get("/sandboxes")["sandboxes"].size(), 0U) << "no clone was started";
+  EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
+}
+
+// A snapshot names no path: a body with one is refused, and a link planted where the
+// snapshot's name lands is neither followed nor replaced; nothing is written outside the
+// store, and a jailed clone's snapshot still becomes an image the pool serves.
+TEST(PoolImageStore, ASnapshotNamesNoPathAndFollowsNoLinkPlantedInTheStore) {
+  namespace fs = std::filesystem;
+  const auto& image = warm_image();
+  ASSERT_TRUE(image.failure.empty()) << image.failure;
+  TempDir dir(local_base());
+  PoolDaemon daemon(dir.path());
+  ASSERT_TRUE(daemon.start()) << daemon.log();
+  ASSERT_TRUE(daemon.register_image(image, {{"ready", 0}, {"max", 2}}));
+  const auto acquired = daemon.request("POST", "/sandboxes", R"({"image": "base"})");
+  ASSERT_EQ(acquired.status, 201) << acquired.body;
+  const std::string sandbox = "/sandboxes/" + json::parse(acquired.body)["id"].get<std::string>();
+
+  const fs::path outside = dir.path() / "outside";
+  fs::create_directory(outside);
+  auto refused = daemon.request("POST", sandbox + "/snapshot",
+                                json{{"snapshot_dir", (outside / "fork").string()}}.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("'snapshot_dir' is gone"));
+  refused = daemon.request("POST", sandbox + "/snapshot", R"({"name": "../outside/fork"})");
+  EXPECT_EQ(refused.status, 400) << refused.body;
+
+  fs::create_directory_symlink(outside, daemon.image_dir() / "planted");
+  refused = daemon.request("POST", sandbox + "/snapshot", R"({"name": "planted"})");
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_TRUE(fs::is_empty(outside)) << "nothing written through the link";
+  EXPECT_TRUE(fs::is_symlink(daemon.image_dir() / "planted")) << "nor the link replaced";
+
+  const auto made = daemon.request("POST", sandbox + "/snapshot", R"({"name": "fork"})");
+  ASSERT_EQ(made.status, 201) << made.body << daemon.log();
+  EXPECT_TRUE(fs::is_empty(outside));
+  for (const auto& entry : fs::directory_iterator(daemon.image_dir())) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with(".staging-")) << entry.path();
+  }
+  for (const char* file : {"state", "memory"}) {
+    const auto status = fs::symlink_status(daemon.image_dir() / "fork" / file);
+    EXPECT_TRUE(fs::is_regular_file(status)) << file;
+    EXPECT_EQ(status.permissions(), fs::perms::owner_read | fs::perms::owner_write) << file;
+  }
+  const auto again = daemon.request("POST", sandbox + "/snapshot", R"({"name": "fork"})");
+  EXPECT_EQ(again.status, 409) << again.body;
+  ASSERT_EQ(daemon.request("PUT", "/images/fork", R"({"max": 1})").status, 200);
+  const auto child = daemon.request("POST", "/sandboxes", R"({"image": "fork"})");
+  EXPECT_EQ(child.status, 201) << child.body << daemon.log();
   EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
 }
 

@@ -34,8 +34,8 @@ TEST(SdkPool, AcquireExecThroughItsVsockAndRelease) {
   ASSERT_TRUE(daemon.serving(60s)) << daemon.log();
   const PoolClient pool(daemon.socket(), {.request_timeout = 300s});
 
-  const auto registered = pool.register_image(
-      {.name = "base", .snapshot_dir = image.dir.string(), .ready = 0, .max = 1});
+  ASSERT_FALSE(test::link_into_store(image, daemon.image_dir(), "base").empty());
+  const auto registered = pool.register_image({.name = "base", .ready = 0, .max = 1});
   ASSERT_TRUE(registered) << registered.error().to_string();
   const auto sandbox = pool.acquire({.image = "base", .ttl = 600s, .idle_timeout = 300s});
   ASSERT_TRUE(sandbox) << sandbox.error().to_string() << "\n" << daemon.log();

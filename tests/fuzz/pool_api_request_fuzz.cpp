@@ -60,21 +60,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   ScratchDir dir;
-  if (!test::write_stand_in_image(dir.path / "warm", 6)) {
+  if (test::write_store_image(dir.path / "images", "base", 6).empty()) {
     std::abort();
   }
   auto loop = io::EventLoop::create(64);
   auto state = pool::StateDir::open((dir.path / "state").string());
-  if (!loop || !state) {
+  auto store = pool::ImageStore::open((dir.path / "images").string(), {});
+  if (!loop || !state || !store) {
     std::abort();
   }
   {
-    pool::Pool pool(*loop, std::move(*state), std::make_unique<RefusingLauncher>(), {});
-    if (!pool.register_image({.name = "base",
-                              .snapshot_dir = (dir.path / "warm").string(),
-                              .ready = 0,
-                              .max = 2,
-                              .ttl_s = 0})) {
+    pool::Pool pool(*loop, std::move(*state), std::move(*store),
+                    std::make_unique<RefusingLauncher>(), {});
+    if (!pool.register_image({.name = "base", .ready = 0, .max = 2, .ttl_s = 0})) {
       std::abort();
     }
     const pool::TenantAccess access(pool::AccessPolicy{

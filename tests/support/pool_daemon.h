@@ -27,7 +27,9 @@ class PoolDaemon {
   // Starts `dsec-vmm pool --state-dir DIR/state --socket DIR/pool.sock EXTRA...`, its
   // stderr in DIR/daemon.log.
   explicit PoolDaemon(const std::filesystem::path& dir, std::vector<std::string> extra = {})
-      : socket_((dir / "pool.sock").string()), log_(dir / "daemon.log") {
+      : socket_((dir / "pool.sock").string()),
+        log_(dir / "daemon.log"),
+        image_dir_(dir / "state" / "images") {
     std::vector<std::string> args = {kVmmBinary, "pool", "--state-dir", (dir / "state").string(),
                                      "--socket", socket_};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -75,10 +77,13 @@ class PoolDaemon {
 
   const std::string& socket() const { return socket_; }
   std::string log() const { return file_text(log_); }
+  // Its image store: the default, STATE_DIR/images.
+  const std::filesystem::path& image_dir() const { return image_dir_; }
 
  private:
   std::string socket_;
   std::filesystem::path log_;
+  std::filesystem::path image_dir_;
   pid_t pid_ = -1;
 };
 

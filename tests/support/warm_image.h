@@ -109,4 +109,23 @@ inline const WarmImage& shared_warm_image(const std::vector<std::string>& warm_a
   return it->second;
 }
 
+// Puts `image` into a pool's image store `store` as image `name`: the store and the image's
+// directory made 0700, and the image's files hard links of the shared image's (no copy of
+// its memory; the store needs no file of its own). Returns the image's directory, empty
+// when it could not be made. Never change a linked file's mode: it is the shared image's.
+inline std::filesystem::path link_into_store(const WarmImage& image,
+                                             const std::filesystem::path& store,
+                                             const std::string& name) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(store / name, ec);
+  for (const auto& dir : {store, store / name}) {
+    fs::permissions(dir, fs::perms::owner_all, ec);
+  }
+  for (const char* file : {"state", "memory"}) {
+    fs::create_hard_link(image.dir / file, store / name / file, ec);
+  }
+  return ec ? fs::path() : store / name;
+}
+
 }  // namespace dsec::test

@@ -6,12 +6,15 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <thread>
 
 #include "tests/support/fake_vm_backend.h"
 #include "tests/support/fake_vsock_endpoint.h"
+#include "tests/support/file_text.h"
+#include "tests/support/stand_in_image.h"
 #include "tests/unit/pool_test_fixture.h"
 #include "vmm/api/api_server.h"
 #include "vmm/api/vm_api.h"
@@ -29,7 +32,14 @@ struct FakeVmmApi {
       if (request.path == "/snapshot/create") {
         std::this_thread::sleep_for(snapshot_time.load());  // the guest's memory being written
       }
-      return endpoints.handle(request);
+      auto response = endpoints.handle(request);
+      if (request.path == "/snapshot/create" && response.status < 300 && backend.created) {
+        // As a VMM does: the two files where it was asked to write them (the image's).
+        EXPECT_EQ(std::filesystem::path(backend.created->snapshot_path).filename(), "state");
+        EXPECT_TRUE(test::write_stand_in_image(
+            std::filesystem::path(backend.created->mem_file_path).parent_path(), 6));
+      }
+      return response;
     });
     EXPECT_TRUE(started) << started.error().message();
     if (started) {
@@ -81,9 +91,9 @@ class PoolControlTest : public PoolTest {
                      [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
     return wait_for(slot);
   }
-  PoolResult<nlohmann::json> snapshot_now(const std::string& id, const std::string& dir) {
+  PoolResult<nlohmann::json> snapshot_now(const std::string& id, const std::string& name) {
     auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
-    pool_->snapshot(kOperator, id, dir,
+    pool_->snapshot(kOperator, id, name,
                     [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
     return wait_for(slot);
   }
@@ -126,26 +136,99 @@ TEST_F(PoolControlTest, APausedSandboxRefusesExecAndIsNotHealthCheckedUntilResum
 TEST_F(PoolControlTest, ASnapshotPausesTheSandboxWritesItsImageAndResumesIt) {
   const std::string id = acquire_one();
   ASSERT_FALSE(id.empty());
-  const std::string dir = dir_.file("fork");
-  auto made = snapshot_now(id, dir);
+  auto made = snapshot_now(id, "fork");
   ASSERT_TRUE(made) << made.error().message;
-  EXPECT_EQ((*made)["snapshot_dir"], dir);
+  EXPECT_EQ(*made, (nlohmann::json{{"id", id}, {"name", "fork"}}));
   const auto& backend = apis_.at(id)->backend;
   EXPECT_EQ(backend.calls, (std::vector<std::string>{"pause", "create", "resume"}));
   ASSERT_TRUE(backend.created);
-  EXPECT_EQ(backend.created->snapshot_path, dir + "/state");
-  EXPECT_EQ(backend.created->mem_file_path, dir + "/memory");
-  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  // The VMM wrote into its own directory, never into the store.
+  const std::string sandbox_dir = state_dir() + "/sandboxes/" + id + "/";
+  EXPECT_THAT(backend.created->snapshot_path, ::testing::StartsWith(sandbox_dir));
+  EXPECT_THAT(backend.created->mem_file_path, ::testing::StartsWith(sandbox_dir));
+  EXPECT_EQ(test::file_text(store_dir() + "/fork/state"), test::file_text(image_dir() + "/state"));
+  EXPECT_EQ(std::filesystem::status(store_dir() + "/fork/memory").permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_TRUE(pool_->register_image({.name = "fork", .max = 1})) << "a fork the pool serves";
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(store_dir()),
+                          std::filesystem::directory_iterator()),
+            2)
+      << "base and fork, no staging directory left";
 
-  auto again = snapshot_now(id, dir);
+  auto again = snapshot_now(id, "fork");
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().kind, Failure::kConflict);
-  EXPECT_THAT(again.error().message, HasSubstr("exists: name a new one"));
+  EXPECT_THAT(again.error().message, HasSubstr("the image store has fork already"));
+}
 
-  auto no_parent = snapshot_now(id, dir_.file("missing/fork"));
-  ASSERT_FALSE(no_parent);
-  EXPECT_EQ(no_parent.error().kind, Failure::kInvalid);
-  EXPECT_THAT(no_parent.error().message, HasSubstr("its parent must exist"));
+// A link planted where the snapshot's name lands while it is written is never followed nor
+// replaced: the snapshot is refused and nothing is written where the link points.
+TEST_F(PoolControlTest, ALinkPlantedAtTheSnapshotsNameIsNeverFollowed) {
+  const std::string id = acquire_one();
+  ASSERT_FALSE(id.empty());
+  const std::string outside = dir_.file("outside");
+  std::filesystem::create_directory(outside);
+  std::filesystem::create_directory_symlink(outside, store_dir() + "/planted");
+  auto refused = snapshot_now(id, "planted");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, Failure::kConflict);
+
+  apis_.at(id)->snapshot_time = 500ms;
+  auto slot = std::make_shared<std::optional<PoolResult<nlohmann::json>>>();
+  pool_->snapshot(kOperator, id, "late",
+                  [slot](PoolResult<nlohmann::json> answer) { *slot = std::move(answer); });
+  std::filesystem::create_directory_symlink(outside, store_dir() + "/late");
+  auto late = wait_for(slot);
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().kind, Failure::kConflict);
+  EXPECT_TRUE(std::filesystem::is_empty(outside)) << "nothing written through the link";
+  EXPECT_TRUE(std::filesystem::is_symlink(store_dir() + "/late")) << "nor the link replaced";
+  for (const auto& entry : std::filesystem::directory_iterator(store_dir())) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with(".staging-")) << entry.path();
+  }
+}
+
+TEST_F(PoolControlTest, ASnapshotPastTheStoresImagesIsRefused) {
+  store_limits_.max_images = 2;
+  const std::string id = acquire_one();
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(snapshot_now(id, "one"));
+  auto refused = snapshot_now(id, "two");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, Failure::kFull);
+  EXPECT_THAT(refused.error().message, HasSubstr("it holds 2 images"));
+  EXPECT_THAT(refused.error().message, HasSubstr("--image-store-max-images"));
+  EXPECT_FALSE(std::filesystem::exists(store_dir() + "/two"));
+  std::filesystem::remove_all(store_dir() + "/one");
+  EXPECT_TRUE(snapshot_now(id, "two")) << "room again";
+}
+
+// The store's bytes: a snapshot that surely passes them (its guest's memory) is refused
+// before its sandbox is paused; one whose files turn out to pass them, once written.
+TEST_F(PoolControlTest, ASnapshotPastTheStoresBytesIsRefusedAndLeavesNothing) {
+  const uint64_t base = std::filesystem::file_size(image_dir() + "/state") + 6;
+  store_limits_.max_bytes = base + 5;  // not the 6 bytes of the fork's memory
+  std::string id = acquire_one();
+  ASSERT_FALSE(id.empty());
+  auto early = snapshot_now(id, "fork");
+  ASSERT_FALSE(early);
+  EXPECT_EQ(early.error().kind, Failure::kFull);
+  EXPECT_THAT(early.error().message, HasSubstr("--image-store-max-bytes"));
+  EXPECT_EQ(apis_.at(id)->backend.calls, std::vector<std::string>{})
+      << "refused before the sandbox was paused";
+
+  // Room for the memory, not for the state file the VMM writes too.
+  store_limits_.max_bytes = base + 6 + 5;
+  pool_.reset();
+  id = acquire_one();
+  auto late = snapshot_now(id, "fork");
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().kind, Failure::kFull);
+  EXPECT_EQ(apis_.at(id)->backend.calls, (std::vector<std::string>{"pause", "create", "resume"}));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(store_dir()),
+                          std::filesystem::directory_iterator()),
+            1)
+      << "only base: no fork, no staging directory";
 }
 
 // A paused guest answers no health check: a snapshot that takes long must not make its
@@ -155,7 +238,7 @@ TEST_F(PoolControlTest, ALongSnapshotIsNoHungSandbox) {
   ASSERT_FALSE(id.empty());
   endpoint_.silence(vsock_of(id));  // as its paused guest would be
   apis_.at(id)->snapshot_time = 1500ms;
-  auto made = snapshot_now(id, dir_.file("fork"));
+  auto made = snapshot_now(id, "fork");
   ASSERT_TRUE(made) << made.error().message;
   EXPECT_EQ(pool_->counters().hung, 0U) << "15 checks were due while it was paused";
   EXPECT_TRUE(pool_->sandbox_json(kOperator, id));
@@ -166,12 +249,14 @@ TEST_F(PoolControlTest, AFailedSnapshotLeavesNoDirectoryAndTheSandboxRunning) {
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(call_now(&Pool::pause, id));
   apis_.at(id)->backend.fail_next = "the disk is full";
-  const std::string dir = dir_.file("fork");
-  auto failed = snapshot_now(id, dir);
+  auto failed = snapshot_now(id, "fork");
   ASSERT_FALSE(failed);
   EXPECT_EQ(failed.error().kind, Failure::kAgentFailed);
   EXPECT_THAT(failed.error().message, HasSubstr("the disk is full"));
-  EXPECT_FALSE(std::filesystem::exists(dir));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(store_dir()),
+                          std::filesystem::directory_iterator()),
+            1)
+      << "only base: no fork, no staging directory";
   EXPECT_EQ(apis_.at(id)->backend.calls, (std::vector<std::string>{"pause", "create"}))
       << "a sandbox paused by its client stays paused";
   EXPECT_EQ(pool_->sandbox_json(kOperator, id).value_or(nlohmann::json::object())["paused"], true);

@@ -24,7 +24,8 @@ using ::testing::IsSupersetOf;
 using ::testing::Not;
 
 CloneLaunch clone(std::optional<uint32_t> jail_id) {
-  return {.snapshot_dir = "/images/base",
+  return {.state_fd = 7,
+          .memory_fd = 8,
           .guest_bytes = uint64_t{256} << 20,
           .dir = "/run/pool/sandboxes/sb-1",
           .files = {.vsock = "/run/pool/sandboxes/sb-1/vsock",
@@ -39,7 +40,8 @@ TEST(PoolRestoreArgv, AJailedCloneGetsItsDirectoryIdsCgroupAndLimitsThenTheExtra
   limits.console_limit_bytes = 65536;
   limits.log_limit_bytes = 32768;
   const auto argv = restore_argv("/bin/dsec-vmm", clone(200007), limits, {"--seccomp=log"});
-  EXPECT_THAT(argv, ElementsAre("/bin/dsec-vmm", "restore", "/images/base", "--vsock",
+  EXPECT_THAT(argv, ElementsAre("/bin/dsec-vmm", "restore", "--state-fd", "4", "--memory-fd", "5",
+                                "--vsock",
                                 "/run/pool/sandboxes/sb-1/vsock", "--ready-fd", "3",
                                 "--no-host-paths-from-snapshot", "--console",
                                 "/run/pool/sandboxes/sb-1/console", "--console-limit", "65536",

@@ -23,19 +23,13 @@ std::string error_of(const Result<T>& r) {
 }
 
 TEST(PoolRequests, ImageSpecTakesItsLimits) {
-  ASSERT_OK_AND_ASSIGN(auto spec,
-                       parse_image_spec("base", R"({"snapshot_dir": "/run/warm", "ready": 2,
-                                                    "max": 8, "ttl_s": 600,
-                                                    "idle_timeout_s": 60})"));
-  EXPECT_EQ(spec, (ImageSpec{.name = "base",
-                             .snapshot_dir = "/run/warm",
-                             .ready = 2,
-                             .max = 8,
-                             .ttl_s = 600,
-                             .idle_timeout_s = 60}));
+  ASSERT_OK_AND_ASSIGN(auto spec, parse_image_spec("base", R"({"ready": 2, "max": 8, "ttl_s": 600,
+                                                             "idle_timeout_s": 60})"));
+  EXPECT_EQ(spec,
+            (ImageSpec{.name = "base", .ready = 2, .max = 8, .ttl_s = 600, .idle_timeout_s = 60}));
   ASSERT_OK_AND_ASSIGN(auto back, image_spec_from_json(image_spec_json(spec)));
   EXPECT_EQ(back, spec);
-  ASSERT_OK_AND_ASSIGN(auto defaults, parse_image_spec("b", R"({"snapshot_dir": "/w"})"));
+  ASSERT_OK_AND_ASSIGN(auto defaults, parse_image_spec("b", "{}"));
   EXPECT_EQ(defaults.ready, 0U);
   EXPECT_EQ(defaults.max, 1U);
   EXPECT_EQ(defaults.ttl_s, 0U);
@@ -45,23 +39,45 @@ TEST(PoolRequests, ImageSpecTakesItsLimits) {
 TEST(PoolRequests, ImageSpecRefusesBadInput) {
   EXPECT_THAT(error_of(parse_image_spec("b", "")), HasSubstr("the body is empty"));
   EXPECT_THAT(error_of(parse_image_spec("b", "{")), HasSubstr("not valid JSON"));
-  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "size": 1})")),
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"size": 1})")),
               HasSubstr("unknown field 'size'"));
-  EXPECT_THAT(error_of(parse_image_spec("b", R"({"ready": 1})")), HasSubstr("snapshot_dir"));
-  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "rel/dir"})")),
-              HasSubstr("must be an absolute path"));
-  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "ready": 3, "max": 2})")),
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"ready": 3, "max": 2})")),
               HasSubstr("'ready' (3) is more than 'max' (2)"));
-  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "max": 0})")),
-              HasSubstr("'max' at least 1"));
-  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "max": 99999})")),
-              HasSubstr("at most 4096"));
-  EXPECT_THAT(error_of(parse_image_spec("b", R"({"snapshot_dir": "/w", "ready": -1})")),
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"max": 0})")), HasSubstr("'max' at least 1"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"max": 99999})")), HasSubstr("at most 4096"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"ready": -1})")),
               HasSubstr("non-negative integer"));
-  EXPECT_THAT(error_of(parse_image_spec("../x", R"({"snapshot_dir": "/w"})")),
+  EXPECT_THAT(error_of(parse_image_spec("../x", "{}")),
               HasSubstr("an image's name must be 1 to 64 letters"));
-  EXPECT_THAT(error_of(parse_image_spec(".hidden", R"({"snapshot_dir": "/w"})")),
-              HasSubstr("not starting with '.'"));
+  EXPECT_THAT(error_of(parse_image_spec(".hidden", "{}")),
+              HasSubstr("beginning with a letter or digit"));
+}
+
+// Images are named: a path in the body, where clients used to give one, is refused with
+// where the image goes instead.
+TEST(PoolRequests, ASnapshotDirInABodyIsRefusedSayingToUseTheStore) {
+  EXPECT_THAT(error_of(parse_image_spec("base", R"({"snapshot_dir": "/run/warm", "max": 2})")),
+              HasSubstr("put the image in the store as base (dsec-vmm warm --out "
+                        "IMAGE_DIR/base)"));
+  EXPECT_THAT(error_of(parse_snapshot_name(R"({"snapshot_dir": "/srv/forks/a"})")),
+              HasSubstr("'snapshot_dir' is gone: images live in the daemon's image store"));
+  EXPECT_THAT(error_of(parse_snapshot_name(R"({"name": "a", "snapshot_dir": "/srv/a"})")),
+              HasSubstr("'snapshot_dir' is gone"));
+}
+
+TEST(PoolRequests, ASnapshotNamesAnImageOfTheStore) {
+  ASSERT_OK_AND_ASSIGN(auto name, parse_snapshot_name(R"({"name": "fork-1.b_2"})"));
+  EXPECT_EQ(name, "fork-1.b_2");
+  EXPECT_THAT(error_of(parse_snapshot_name(R"({"name": ""})")), HasSubstr("must not be empty"));
+  for (const char* bad : {"../etc", "/srv/forks/a", "a/b", ".staging-1", "a..b", "-a", "_a",
+                          "a b", "a\\b"}) {
+    EXPECT_THAT(error_of(parse_snapshot_name(nlohmann::json{{"name", bad}}.dump())),
+                HasSubstr("'name': an image's name must be"))
+        << bad;
+  }
+  EXPECT_THAT(error_of(parse_snapshot_name("{}")), HasSubstr("'name'"));
+  EXPECT_THAT(error_of(parse_snapshot_name(R"({"name": "a", "resume": true})")),
+              HasSubstr("unknown field 'resume'"));
 }
 
 TEST(PoolRequests, AcquireNamesAnImage) {
@@ -144,18 +160,6 @@ TEST(PoolStateRecords, ARecordWithoutAnIdleTimeoutOrApiSocketReadsAsNone) {
   EXPECT_FALSE(back.paused);
 }
 
-TEST(PoolRequests, ASnapshotDirectoryIsAnAbsolutePath) {
-  ASSERT_OK_AND_ASSIGN(auto dir, parse_snapshot_dir(R"({"snapshot_dir": "/srv/forks/a/"})"));
-  EXPECT_EQ(dir, "/srv/forks/a");
-  EXPECT_THAT(error_of(parse_snapshot_dir(R"({"snapshot_dir": "forks/a"})")),
-              HasSubstr("must be an absolute path"));
-  EXPECT_THAT(error_of(parse_snapshot_dir(R"({"snapshot_dir": ""})")),
-              HasSubstr("'snapshot_dir' in the body must not be empty"));
-  EXPECT_THAT(error_of(parse_snapshot_dir("{}")), HasSubstr("'snapshot_dir'"));
-  EXPECT_THAT(error_of(parse_snapshot_dir(R"({"snapshot_dir": "/a", "resume": true})")),
-              HasSubstr("unknown field 'resume'"));
-}
-
 TEST(PoolStateRecords, ADamagedRecordIsRefusedWithWhy) {
   EXPECT_THAT(error_of(parse_record("{")), HasSubstr("not valid JSON"));
   EXPECT_THAT(error_of(parse_record(R"({"id": "sb-1"})")), HasSubstr("'image'"));
@@ -188,8 +192,8 @@ TEST(PoolStateRecords, TheStateDirectoryKeepsRecordsAndImages) {
   EXPECT_THAT(unreadable[0], HasSubstr("sb-2.json: the record is not valid JSON"));
 
   const std::vector<ImageSpec> images{
-      {.name = "a", .snapshot_dir = "/a", .ready = 1, .max = 2, .ttl_s = 0},
-      {.name = "b", .snapshot_dir = "/b", .ready = 0, .max = 1, .ttl_s = 9}};
+      {.name = "a", .ready = 1, .max = 2, .ttl_s = 0},
+      {.name = "b", .ready = 0, .max = 1, .ttl_s = 9}};
   ASSERT_OK(state.write_images(images));
   ASSERT_OK_AND_ASSIGN(auto back, state.read_images());
   EXPECT_EQ(back, images);

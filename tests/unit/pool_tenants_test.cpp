@@ -252,7 +252,7 @@ class PoolTenantsTest : public PoolTest {
 TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
   const std::string id = acquire_as(tcp_request(kTokenA));
   ASSERT_FALSE(id.empty());
-  const std::string snapshot_body = nlohmann::json{{"snapshot_dir", dir_.file("fork")}}.dump();
+  const std::string snapshot_body = R"({"name": "fork"})";
 
   const std::vector<std::pair<api::Method, std::string>> routes = {
       {api::Method::kGet, ""},           {api::Method::kPost, "/exec"},
@@ -276,7 +276,7 @@ TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
     EXPECT_EQ(listed.status, 200);
     EXPECT_THAT(listed.body, Not(HasSubstr(id)));
   }
-  EXPECT_FALSE(std::filesystem::exists(dir_.file("fork"))) << "nothing done";
+  EXPECT_FALSE(std::filesystem::exists(store_dir() + "/fork")) << "nothing done";
   EXPECT_EQ(pool_->count("base", SandboxState::kInUse), 1U) << "it was neither released nor lost";
 
   // Its owner still has it, sees it alone in its list, and releases it.
@@ -322,7 +322,7 @@ TEST_F(PoolTenantsTest, CallersNotKnownAreRefusedWithNothingDone) {
 }
 
 TEST_F(PoolTenantsTest, ImagesAreTheOperatorsAndQuotasAreEachTenants) {
-  const std::string spec = nlohmann::json{{"snapshot_dir", dir_.file("warm")}, {"max", 8}}.dump();
+  const std::string spec = R"({"max": 8})";
   for (const auto& tenant : {tcp_request(kTokenA), unix_request(1000, 1000)}) {
     const auto refused = call(tenant, api::Method::kPut, "/images/base", spec);
     EXPECT_EQ(refused.status, 403) << refused.body;

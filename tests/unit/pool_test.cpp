@@ -52,7 +52,7 @@ TEST_F(PoolTest, AnImageWhoseSnapshotNamesHostFilesOrHasNoAgentIsRefused) {
   auto with = [&](const std::function<void(machine::MachineConfig&)>& change) {
     auto config = test::stand_in_config();
     change(config);
-    EXPECT_TRUE(test::write_stand_in_image(dir_.file("warm"), 6, config));
+    EXPECT_TRUE(test::write_stand_in_image(image_dir(), 6, config));
     const auto registered = pool->register_image(image(1, 1));
     return registered ? std::string("(registered)") : registered.error().message;
   };
@@ -64,7 +64,7 @@ TEST_F(PoolTest, AnImageWhoseSnapshotNamesHostFilesOrHasNoAgentIsRefused) {
               HasSubstr("0 drive(s) and a network device"));
   EXPECT_THAT(with([](auto& c) { c.vsock.reset(); }), HasSubstr("has no vsock device"));
   EXPECT_THAT(with([](auto&) {}), HasSubstr("(registered)"));
-  std::ofstream(dir_.file("warm/state")) << "not a state file";
+  std::ofstream(image_dir() + "/state") << "not a state file";
   const auto corrupt = pool->register_image(image(1, 1));
   ASSERT_FALSE(corrupt);
   EXPECT_EQ(corrupt.error().kind, Failure::kInvalid);
@@ -129,8 +129,8 @@ TEST_F(PoolTest, GuestMemoryCommittedPastTheLimitIsRefusedWhateverIsFreeNow) {
   ASSERT_TRUE(host) << host.error().message();
   // A 1 GiB memory file that holds nothing (sparse), and a limit of 2.5 GiB of guest memory.
   constexpr uint64_t kGuest = uint64_t{1} << 30;
-  ASSERT_TRUE(test::write_stand_in_image(dir_.file("warm"), 0));
-  std::filesystem::resize_file(dir_.file("warm/memory"), kGuest);
+  ASSERT_TRUE(test::write_stand_in_image(image_dir(), 0));
+  std::filesystem::resize_file(image_dir() + "/memory", kGuest);
   const double overcommit = 2.5 * kGuest / (0.9 * static_cast<double>(host->total_bytes));
   auto pool = make_pool(kServes, PoolOptions{.max_memory_ratio = 0.9,
                                              .memory_overcommit = overcommit});

@@ -72,8 +72,9 @@ inline bool process_exists(pid_t pid) {
 class PoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // A warm image as the pool checks it: its two files (nothing restores them here).
-    ASSERT_TRUE(test::write_stand_in_image(dir_.file("warm"), 6));
+    // A warm image in the pool's image store as the pool checks it: its two files (nothing
+    // restores them here), the daemon's and writable by nobody else.
+    ASSERT_TRUE(write_store_image("base", 6));
     auto loop = io::EventLoop::create();
     ASSERT_TRUE(loop) << loop.error().message();
     loop_ = std::make_unique<io::EventLoop>(std::move(*loop));
@@ -87,18 +88,25 @@ class PoolTest : public ::testing::Test {
   std::unique_ptr<Pool> make_pool(std::unique_ptr<VmmLauncher> launcher, PoolOptions options) {
     auto state = StateDir::open(state_dir());
     EXPECT_TRUE(state) << state.error().message();
+    auto store = ImageStore::open(store_dir(), store_limits_);
+    EXPECT_TRUE(store) << store.error().message();
     options.stop_grace = 2s;
     options.refill_backoff = 50ms;
     options.ready_timeout = 20s;
-    return std::make_unique<Pool>(*loop_, std::move(*state), std::move(launcher), options);
+    return std::make_unique<Pool>(*loop_, std::move(*state), std::move(*store),
+                                  std::move(launcher), options);
   }
 
   ImageSpec image(uint32_t ready, uint32_t max, uint64_t ttl_s = 0) {
-    return {.name = "base",
-            .snapshot_dir = dir_.file("warm"),
-            .ready = ready,
-            .max = max,
-            .ttl_s = ttl_s};
+    return {.name = "base", .ready = ready, .max = max, .ttl_s = ttl_s};
+  }
+
+  // The pool's image store, and a stand-in image `name` in it of `memory_bytes`, its
+  // directory 0700 and its files 0600.
+  std::string store_dir() const { return dir_.file("images"); }
+  std::string image_dir() const { return store_dir() + "/base"; }
+  bool write_store_image(const std::string& name, size_t memory_bytes) {
+    return !test::write_store_image(store_dir(), name, memory_bytes).empty();
   }
 
   // Runs the loop until `done` or `within` passed.
@@ -117,6 +125,7 @@ class PoolTest : public ::testing::Test {
   }
 
   std::string state_dir() const { return dir_.file("state"); }
+  ImageStoreLimits store_limits_;
 
   using Slot = std::shared_ptr<std::optional<PoolResult<nlohmann::json>>>;
   // Starts an acquire; its answer lands in the returned slot.

@@ -29,12 +29,11 @@ class SdkPoolClientTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(daemon_.serving()) << daemon_.log(); }
 
-  // A directory with a warm image's two files, `memory` of `memory_bytes`: enough for the
-  // daemon to register it; a clone of it would fail to restore.
-  std::string stand_in_snapshot(size_t memory_bytes) const {
-    const auto snapshot = dir_.file("warm");
-    EXPECT_TRUE(test::write_stand_in_image(snapshot, memory_bytes));
-    return snapshot.string();
+  // Image `base` in the daemon's image store: a warm image's two files, `memory` of
+  // `memory_bytes`: enough for the daemon to register it; a clone of it would fail to
+  // restore.
+  void stand_in_snapshot(size_t memory_bytes) const {
+    EXPECT_FALSE(test::write_store_image(dir_.file("state/images"), "base", memory_bytes).empty());
   }
 
   test::TempDir dir_;
@@ -54,10 +53,12 @@ Error error_of(const Result<T>& result, ErrorCode code) {
   return result.error();
 }
 
-TEST_F(SdkPoolClientTest, ASnapshotIntoARelativeDirectoryIsRefusedBeforeAnyRequest) {
-  const auto error =
-      error_of(client_.snapshot("sb-0123456789abcdef", "forks/a"), ErrorCode::kInvalidArgument);
-  EXPECT_THAT(error.message(), HasSubstr("must be an absolute path on the daemon's host"));
+TEST_F(SdkPoolClientTest, ASnapshotNamedByAPathIsRefusedBeforeAnyRequest) {
+  for (const char* path : {"forks/a", "/srv/forks/a", "..", ""}) {
+    const auto error =
+        error_of(client_.snapshot("sb-0123456789abcdef", path), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(error.message(), HasSubstr("an image's name must be")) << path;
+  }
 }
 
 TEST_F(SdkPoolClientTest, ADaemonWithNoImagesListsNoImageAndNoSandbox) {
@@ -84,29 +85,27 @@ TEST_F(SdkPoolClientTest, AnUnknownIdIsRefusedWith404ByReleaseKeepaliveAndSandbo
                             error_of(client_.sandbox(id), ErrorCode::kPool),
                             error_of(client_.pause(id), ErrorCode::kPool),
                             error_of(client_.resume(id), ErrorCode::kPool),
-                            error_of(client_.snapshot(id, dir_.file("fork")), ErrorCode::kPool)}) {
+                            error_of(client_.snapshot(id, "fork"), ErrorCode::kPool)}) {
     EXPECT_EQ(error.http_status(), 404);
     EXPECT_THAT(error.message(), HasSubstr("no sandbox " + id + ": GET /sandboxes lists them"));
   }
 }
 
 TEST_F(SdkPoolClientTest, ARegisteredImageComesBackAndIsListedWithItsLimitsAndSize) {
-  const auto snapshot = stand_in_snapshot(12288);
+  stand_in_snapshot(12288);
   const auto image = client_.register_image({.name = "base",
-                                             .snapshot_dir = snapshot,
                                              .ready = 0,
                                              .max = 3,
                                              .ttl = 600s,
                                              .idle_timeout = 30s});
   ASSERT_TRUE(image) << image.error().to_string();
   EXPECT_EQ(image->name, "base");
-  EXPECT_EQ(image->snapshot_dir, snapshot);
   EXPECT_EQ(image->max, 3U);
   EXPECT_EQ(image->ttl, 600s);
   EXPECT_EQ(image->idle_timeout, 30s);
 
   // A second PUT changes the limits; max left 0 takes the daemon's default, max(ready, 1).
-  ASSERT_TRUE(client_.register_image({.name = "base", .snapshot_dir = snapshot}));
+  ASSERT_TRUE(client_.register_image({.name = "base"}));
   const auto images = client_.images();
   ASSERT_TRUE(images) << images.error().to_string();
   ASSERT_EQ(images->size(), 1U);
@@ -118,19 +117,19 @@ TEST_F(SdkPoolClientTest, ARegisteredImageComesBackAndIsListedWithItsLimitsAndSi
   EXPECT_EQ(listed.starting + listed.ready + listed.in_use + listed.stopping, 0U);
 }
 
-TEST_F(SdkPoolClientTest, ADirectoryWithNoWarmImageIsRefusedWith400AndTheDaemonsReason) {
-  const auto error =
-      error_of(client_.register_image({.name = "base", .snapshot_dir = dir_.file("none")}),
-               ErrorCode::kPool);
+TEST_F(SdkPoolClientTest, AnImageNotInTheStoreIsRefusedWith400AndTheDaemonsReason) {
+  const auto error = error_of(client_.register_image({.name = "none"}), ErrorCode::kPool);
   EXPECT_EQ(error.http_status(), 400);
-  EXPECT_THAT(error.message(), HasSubstr("holds no warm image"));
+  EXPECT_THAT(error.message(), HasSubstr("the image store has no image none"));
+  EXPECT_THAT(error.message(), HasSubstr("dsec-vmm warm --out " + dir_.file("state/images/none").string()));
   const auto images = client_.images();
   ASSERT_TRUE(images);
   EXPECT_TRUE(images->empty());
 }
 
 TEST_F(SdkPoolClientTest, AnAcquireWhoseClonesCannotRestoreIs503AndLeavesNoSandbox) {
-  ASSERT_TRUE(client_.register_image({.name = "base", .snapshot_dir = stand_in_snapshot(4096)}));
+  stand_in_snapshot(4096);
+  ASSERT_TRUE(client_.register_image({.name = "base"}));
   const auto error = error_of(client_.acquire({.image = "base", .ttl = 60s}), ErrorCode::kPool);
   EXPECT_EQ(error.http_status(), 503) << error.message();
   EXPECT_THAT(error.message(), HasSubstr("no clone of base came up"));
@@ -148,8 +147,7 @@ TEST_F(SdkPoolClientTest, NamesThatDoNotFitAPathAreRefusedBeforeAnyRequest) {
                 HasSubstr("a sandbox's id must be 1 to 64 letters"));
     error_of(nobody.keepalive(id), ErrorCode::kInvalidArgument);
     error_of(nobody.sandbox(id), ErrorCode::kInvalidArgument);
-    error_of(nobody.register_image({.name = id, .snapshot_dir = "/x"}),
-             ErrorCode::kInvalidArgument);
+    error_of(nobody.register_image({.name = id}), ErrorCode::kInvalidArgument);
   }
   EXPECT_THAT(error_of(nobody.acquire({.image = "base", .ttl = -1s}), ErrorCode::kInvalidArgument)
                   .message(),

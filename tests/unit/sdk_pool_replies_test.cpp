@@ -84,7 +84,6 @@ TEST(SdkPoolReplies, ASandboxOfTheWrongShapeIsAnErrorNamingTheField) {
 TEST(SdkPoolReplies, ImagesReadWithTheirCountsAndRefuseAWrongShape) {
   const json image =
       parsed({{"name", "base"},
-              {"snapshot_dir", "/run/warm"},
               {"ready", 2},
               {"max", 8},
               {"ttl_s", 600},
@@ -119,10 +118,9 @@ TEST(SdkPoolReplies, TheBodiesSentHoldOnlyWhatTheApiTakes) {
   EXPECT_EQ(acquire_body({.image = "base", .ttl = 0s, .idle_timeout = 90s}),
             json({{"image", "base"}, {"ttl_s", 0}, {"idle_timeout_s", 90}}));
   // max 0 is left to the daemon's default; the name is in the path, not the body.
-  EXPECT_EQ(
-      pool_image_body({.name = "base", .snapshot_dir = "/run/warm", .ready = 2}),
-      json({{"snapshot_dir", "/run/warm"}, {"ready", 2}, {"ttl_s", 0}, {"idle_timeout_s", 0}}));
-  EXPECT_EQ(pool_image_body({.name = "base", .snapshot_dir = "/w", .max = 4})["max"], 4);
+  EXPECT_EQ(pool_image_body({.name = "base", .ready = 2}),
+            json({{"ready", 2}, {"ttl_s", 0}, {"idle_timeout_s", 0}}));
+  EXPECT_EQ(pool_image_body({.name = "base", .max = 4})["max"], 4);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/jail/cgroup.h"
+#include "vmm/pool/image_store.h"
 #include "vmm/pool/pool_api.h"
 #include "vmm/pool/sandbox_dir.h"
 #include "vmm/pool/sandbox_files.h"
@@ -30,6 +31,8 @@ namespace {
 
 struct PoolOptions {
   std::string state_dir;
+  std::string image_dir;  // empty: STATE_DIR/images
+  pool::ImageStoreLimits image_store;
   std::string socket;
   std::string vmm;
   std::optional<uint16_t> tcp_port;
@@ -180,6 +183,12 @@ int run_pool(const PoolOptions& options) {
   if (!state) {
     return fail_with(state.error());
   }
+  auto store = pool::ImageStore::open(
+      options.image_dir.empty() ? state->path() + "/images" : options.image_dir,
+      options.image_store);
+  if (!store) {
+    return fail_with(store.error());
+  }
   pool::CloneLimits limits = options.limits;
   limits.memory_overhead_bytes = options.memory_overhead_mib << 20;
   auto lock = lock_state_dir(state->path());
@@ -208,7 +217,7 @@ int run_pool(const PoolOptions& options) {
     spdlog::info("pool: serving on {}:{} too", options.tcp_address, *port);
   }
   const std::string lock_path = state->path() + "/lock";
-  pool::Pool pool((*server)->loop(), std::move(*state),
+  pool::Pool pool((*server)->loop(), std::move(*state), std::move(*store),
                   std::make_unique<pool::RestoreLauncher>(*vmm, limits, options.restore_args),
                   pool::PoolOptions{.max_memory_ratio = options.max_memory_ratio,
                                     .memory_overcommit = options.memory_overcommit,
@@ -255,8 +264,12 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
       "Each sandbox is one `dsec-vmm restore` process in a process group of its own, "
       "supervised through its pidfd on the daemon's one event loop. The daemon keeps its "
       "images and a record per sandbox in --state-dir, and a daemon started again after a "
-      "crash adopts the VMMs that still run. SIGTERM or SIGINT stops every VMM and removes "
-      "the socket and every file the daemon made (the state directory is left empty). "
+      "crash adopts the VMMs that still run. Images live in its image store (--image-dir): "
+      "image NAME is IMAGE_DIR/NAME/{state,memory}, named, never given as a path, and its "
+      "files are opened through the store's descriptor, never following a link, and checked "
+      "(the daemon's, writable by nobody else); a sandbox's snapshot becomes a new image there. "
+      "SIGTERM or SIGINT stops every VMM and removes "
+      "the socket and every file the daemon made (the image store is kept). "
       "No request holds the others: an exec runs on a thread of its own, and an acquire "
       "from an empty pool waits on the event loop for a clone restored for it (up to 256 "
       "clients at once, 64 from one caller; idle and slow ones are closed at their "
@@ -277,6 +290,22 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
                    "record, VMM log and directory (its sockets and console) (made if missing; one "
                    "daemon per directory; short: its sockets' paths must fit 107 bytes)")
       ->required();
+  pool->add_option("--image-dir", options->image_dir,
+                   "The image store: image NAME is DIR/NAME/{state,memory} (dsec-vmm warm --out "
+                   "DIR/NAME); snapshots of sandboxes go there too. Default: STATE_DIR/images. "
+                   "Made 0700 if missing; refused if a symbolic link, not owned by the daemon's "
+                   "user, or writable by group or others");
+  pool->add_option("--image-store-max-bytes", options->image_store.max_bytes,
+                   "A snapshot that would take the image store's files past this size (bytes, "
+                   "or 512MiB, 64GiB, ...; holes counted) is refused (429)")
+      ->transform(CLI::AsSizeValue(true))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50))
+      ->default_str("64GiB");
+  pool->add_option("--image-store-max-images", options->image_store.max_images,
+                   "A snapshot that would take the image store past this many images is "
+                   "refused (429)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   pool->add_option("--socket", options->socket,
                    "The API's Unix socket: owner-only, or mode 0666 with --allow-uid or "
                    "--allow-gid (the caller's uid, read with SO_PEERCRED, is then the check)")

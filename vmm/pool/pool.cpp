@@ -9,10 +9,10 @@
 
 #include <algorithm>
 #include <array>
-#include <filesystem>
 #include <thread>
 
 #include "vmm/agent/protocol.h"
+#include "vmm/common/file.h"
 #include "vmm/jail/supervisor.h"
 #include "vmm/machine/snapshot_config.h"
 #include "vmm/pool/host_memory.h"
@@ -20,7 +20,6 @@
 #include "vmm/pool/sandbox_dir.h"
 #include "vmm/pool/sandbox_exec.h"
 #include "vmm/pool/sandbox_files.h"
-#include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::pool {
 namespace {
@@ -80,9 +79,13 @@ Status check_image_shape(const std::string& state_path) {
 
 }  // namespace
 
-Pool::Pool(io::EventLoop& loop, StateDir state, std::unique_ptr<VmmLauncher> launcher,
-           PoolOptions options)
-    : loop_(loop), state_(std::move(state)), launcher_(std::move(launcher)), options_(options) {
+Pool::Pool(io::EventLoop& loop, StateDir state, ImageStore store,
+           std::unique_ptr<VmmLauncher> launcher, PoolOptions options)
+    : loop_(loop),
+      state_(std::move(state)),
+      store_(std::move(store)),
+      launcher_(std::move(launcher)),
+      options_(options) {
   if (options_.jail_ids) {
     jail_ids_.emplace(*options_.jail_ids);
   }
@@ -94,29 +97,16 @@ Pool::~Pool() {
 }
 
 PoolResult<nlohmann::json> Pool::add_image(const ImageSpec& spec) {
-  const auto files = snapshot::snapshot_files(spec.snapshot_dir);
-  std::error_code ec;
-  const auto guest_bytes = std::filesystem::file_size(files.memory, ec);
-  if (ec || !std::filesystem::is_regular_file(files.state, ec)) {
+  auto files = store_.open_image(spec.name);
+  if (!files) {
+    return std::unexpected(error(Failure::kInvalid, files.error().message()));
+  }
+  // Read through the descriptor just checked, never by the name again.
+  if (auto shape = check_image_shape(fd_path(files->state.get())); !shape) {
     return std::unexpected(
-        error(Failure::kInvalid,
-              "'snapshot_dir' " + spec.snapshot_dir +
-                  " holds no warm image (its 'state' and 'memory' files): make one with "
-                  "dsec-vmm warm --out DIR"));
+        error(Failure::kInvalid, "image " + spec.name + ": " + shape.error().message()));
   }
-  if (auto shape = check_image_shape(files.state); !shape) {
-    return std::unexpected(error(
-        Failure::kInvalid, "'snapshot_dir' " + spec.snapshot_dir + ": " + shape.error().message()));
-  }
-  const auto existing = images_.find(spec.name);
-  if (existing != images_.end() && existing->second.spec.snapshot_dir != spec.snapshot_dir &&
-      clones_of(spec.name) > 0) {
-    return std::unexpected(
-        error(Failure::kConflict,
-              "image " + spec.name + " has clones of " + existing->second.spec.snapshot_dir +
-                  ": release them, or register the new directory under another name"));
-  }
-  images_[spec.name] = Image{.spec = spec, .guest_bytes = guest_bytes};
+  images_[spec.name] = Image{.spec = spec, .guest_bytes = files->memory_bytes};
   return image_spec_json(spec);
 }
 
@@ -218,9 +208,19 @@ uint64_t Pool::committed_guest_bytes() const {
 
 PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
   DSEC_TRY(admit(image));
+  // Checked again: the files may have changed since the image was registered. The clone
+  // inherits these descriptors and opens nothing of the store by name.
+  auto image_files = store_.open_image(image.spec.name);
+  if (!image_files) {
+    ++counters_.refill_errors;
+    return std::unexpected(error(Failure::kUnavailable, "cannot start a clone of " +
+                                                            image.spec.name + ": " +
+                                                            image_files.error().message()));
+  }
   const std::string id = new_sandbox_id();
-  CloneLaunch clone{.snapshot_dir = image.spec.snapshot_dir,
-                    .guest_bytes = image.guest_bytes,
+  CloneLaunch clone{.state_fd = image_files->state.get(),
+                    .memory_fd = image_files->memory.get(),
+                    .guest_bytes = image_files->memory_bytes,
                     .dir = state_.sandbox_dir(id),
                     .files = state_.files_for(id),
                     .jail_id = std::nullopt};

@@ -38,6 +38,7 @@
 #include "vmm/io/event_loop.h"
 #include "vmm/pool/background_task.h"
 #include "vmm/pool/health_check.h"
+#include "vmm/pool/image_store.h"
 #include "vmm/pool/jail_ids.h"
 #include "vmm/pool/pool_error.h"
 #include "vmm/pool/pool_metrics.h"
@@ -77,8 +78,8 @@ struct PoolOptions {
 
 class Pool {
  public:
-  Pool(io::EventLoop& loop, StateDir state, std::unique_ptr<VmmLauncher> launcher,
-       PoolOptions options);
+  Pool(io::EventLoop& loop, StateDir state, ImageStore store,
+       std::unique_ptr<VmmLauncher> launcher, PoolOptions options);
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
   // shutdown().
@@ -89,6 +90,8 @@ class Pool {
   // stopped, dead ones reported lost and their files removed. Then refills.
   void recover();
 
+  // Registers the store's image `spec.name` (its files checked: image_store.h), or changes
+  // its limits.
   PoolResult<nlohmann::json> register_image(const ImageSpec& spec);
   nlohmann::json images_json() const;
 
@@ -114,11 +117,13 @@ class Pool {
   // for its resume (409), health checks skip it.
   void pause(const Tenant& caller, const std::string& id, Answer answer);
   void resume(const Tenant& caller, const std::string& id, Answer answer);
-  // Writes the sandbox's snapshot into `dir` (absolute; made here, so it must not exist) as
+  // Writes the sandbox's snapshot into the image store as image `name` (which must not exist),
   // a warm image that PUT /images/NAME can register; a running sandbox is paused for it and
-  // resumed after. A snapshot that failed leaves no directory. The operator's only
-  // (kForbidden to its owner otherwise): it writes as root wherever `dir` points.
-  void snapshot(const Tenant& caller, const std::string& id, const std::string& dir, Answer answer);
+  // resumed after. It is staged in the store and renamed to NAME once whole: a snapshot that
+  // failed leaves nothing. kFull past the store's limits. The operator's only (kForbidden to
+  // its owner otherwise): the store and its images are the operator's.
+  void snapshot(const Tenant& caller, const std::string& id, const std::string& name,
+                Answer answer);
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
   PoolResult<void> keepalive(const Tenant& caller, const std::string& id);
   PoolResult<nlohmann::json> sandbox_json(const Tenant& caller, const std::string& id);
@@ -245,6 +250,7 @@ class Pool {
 
   io::EventLoop& loop_;
   StateDir state_;
+  ImageStore store_;
   std::unique_ptr<VmmLauncher> launcher_;
   PoolOptions options_;
   std::optional<JailIds> jail_ids_;  // none: --no-jail

@@ -221,12 +221,12 @@ api::Router pool_router(Pool& pool, const TenantAccess& access) {
       Method::kPost, "/sandboxes/{id}/snapshot", Who::kTenant,
       [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args,
               api::Responder respond) {
-        auto dir = parse_snapshot_dir(request.body);
-        if (!dir) {
-          respond(bad_body(dir.error()));
+        auto name = parse_snapshot_name(request.body);
+        if (!name) {
+          respond(bad_body(name.error()));
           return;
         }
-        pool.snapshot(tenant, args[0], *dir,
+        pool.snapshot(tenant, args[0], *name,
                       [respond = std::move(respond)](PoolResult<nlohmann::json> made) mutable {
                         respond(answer(made, 201));
                       });

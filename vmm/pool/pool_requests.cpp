@@ -6,13 +6,12 @@
 #include <charconv>
 
 #include "vmm/common/json_object.h"
+#include "vmm/pool/image_store.h"
 
 namespace dsec::pool {
 namespace {
 
 constexpr size_t kMaxNameLength = 64;
-// A snapshot directory's path: the state and memory files' names must stay under PATH_MAX.
-constexpr size_t kMaxSnapshotDirLen = 3072;
 // An exec's time limit when the request names none: the daemon answers nothing else while
 // an exec runs (docs/pool.md), so none runs unbounded.
 constexpr uint32_t kDefaultExecTimeoutMs = 60'000;
@@ -46,16 +45,24 @@ Result<std::optional<uint64_t>> idle_timeout(std::optional<uint64_t> seconds) {
   return seconds;
 }
 
+// Images and snapshots are named, never given as paths: the daemon's image store holds them.
+Status refuse_snapshot_dir(const JsonObject& body, std::string_view name) {
+  if (body.has("snapshot_dir")) {
+    return fail("'snapshot_dir' is gone: images live in the daemon's image store (--image-dir) "
+                "and are named, never given as paths",
+                "put the image in the store as " + std::string(name.empty() ? "NAME" : name) +
+                    " (dsec-vmm warm --out IMAGE_DIR/" +
+                    std::string(name.empty() ? "NAME" : name) +
+                    "), and leave 'snapshot_dir' out");
+  }
+  return ok();
+}
+
 Result<ImageSpec> read_image_fields(JsonObject& body, std::string name) {
   ImageSpec spec;
   spec.name = std::move(name);
-  DSEC_TRY(check_name(spec.name, "an image's name"));
-  spec.snapshot_dir = DSEC_TRY(body.string("snapshot_dir"));
-  if (spec.snapshot_dir.front() != '/') {
-    return fail(
-        "'snapshot_dir' must be an absolute path (the daemon's working directory is "
-        "not the client's)");
-  }
+  DSEC_TRY(check_image_name(spec.name));
+  DSEC_TRY(refuse_snapshot_dir(body, spec.name));
   const uint64_t ready = DSEC_TRY(body.optional_unsigned_int("ready")).value_or(0);
   const uint64_t max =
       DSEC_TRY(body.optional_unsigned_int("max")).value_or(std::max<uint64_t>(ready, 1));
@@ -105,9 +112,11 @@ Result<ImageSpec> parse_image_spec(std::string_view name, std::string_view body)
 }
 
 nlohmann::json image_spec_json(const ImageSpec& spec) {
-  return {{"name", spec.name},   {"snapshot_dir", spec.snapshot_dir},
-          {"ready", spec.ready}, {"max", spec.max},
-          {"ttl_s", spec.ttl_s}, {"idle_timeout_s", spec.idle_timeout_s}};
+  return {{"name", spec.name},
+          {"ready", spec.ready},
+          {"max", spec.max},
+          {"ttl_s", spec.ttl_s},
+          {"idle_timeout_s", spec.idle_timeout_s}};
 }
 
 Result<ImageSpec> image_spec_from_json(const nlohmann::json& value) {
@@ -163,20 +172,15 @@ Result<ExecCall> parse_exec(std::string_view body) {
   return call;
 }
 
-Result<std::string> parse_snapshot_dir(std::string_view body) {
+Result<std::string> parse_snapshot_name(std::string_view body) {
   auto object = DSEC_TRY(JsonObject::parse(body));
-  std::string dir = DSEC_TRY(object.string("snapshot_dir"));
+  DSEC_TRY(refuse_snapshot_dir(object, ""));
+  std::string name = DSEC_TRY(object.string("name"));
   DSEC_TRY(object.finish());
-  if (dir.empty() || dir.front() != '/' || dir.find('\0') != std::string::npos ||
-      dir.size() > kMaxSnapshotDirLen) {
-    return fail(
-        "'snapshot_dir' must be an absolute path, a directory the pool makes (it must "
-        "not exist; its parent must)");
+  if (auto valid = check_image_name(name); !valid) {
+    return fail("'name': " + valid.error().message());
   }
-  while (dir.size() > 1 && dir.back() == '/') {
-    dir.pop_back();
-  }
-  return dir;
+  return name;
 }
 
 Result<FileTarget> parse_file_target(std::string_view path, std::string_view mode) {

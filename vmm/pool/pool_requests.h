@@ -14,13 +14,13 @@
 
 namespace dsec::pool {
 
-// A warm image and its limits: PUT /images/{name}, and the daemon's images.json.
+// A warm image and its limits: PUT /images/{name}, and the daemon's images.json. The image
+// is the image store's directory of that name (image_store.h).
 struct ImageSpec {
   std::string name;
-  std::string snapshot_dir;  // absolute, holding `state` and `memory`
-  uint32_t ready = 0;        // ready clones kept restored
-  uint32_t max = 1;          // clones at most, ready and in use together
-  uint64_t ttl_s = 0;        // an acquired sandbox's time to live; 0: none
+  uint32_t ready = 0;  // ready clones kept restored
+  uint32_t max = 1;    // clones at most, ready and in use together
+  uint64_t ttl_s = 0;  // an acquired sandbox's time to live; 0: none
   // An acquired sandbox no request named for this long is stopped: its client went away
   // (docs/pool.md, "Leases"); 0: never.
   uint64_t idle_timeout_s = 0;
@@ -50,13 +50,15 @@ inline constexpr std::string_view kPathHeader = "x-dsec-path";
 inline constexpr std::string_view kModeHeader = "x-dsec-mode";
 Result<FileTarget> parse_file_target(std::string_view path, std::string_view mode);
 
-// POST /sandboxes/{id}/snapshot: {"snapshot_dir": "/abs/new-dir"}, a directory to make.
-Result<std::string> parse_snapshot_dir(std::string_view body);
+// POST /sandboxes/{id}/snapshot: {"name": "fork"}, the new image's name in the store. A
+// 'snapshot_dir' is refused, saying so.
+Result<std::string> parse_snapshot_name(std::string_view body);
 
 // What a name (an image's, a sandbox's id) may hold: it becomes part of file names.
 Status check_name(std::string_view name, std::string_view what);
 
-// `name` from the path; `body` the request's.
+// `name` from the path; `body` the request's (a 'snapshot_dir' in it is refused, saying where
+// images go instead).
 Result<ImageSpec> parse_image_spec(std::string_view name, std::string_view body);
 nlohmann::json image_spec_json(const ImageSpec& spec);
 // An image as images.json keeps it (with its name inside).

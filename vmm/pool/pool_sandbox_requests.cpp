@@ -3,27 +3,14 @@
 // through its VMM's API socket.
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
-#include <system_error>
-
 #include "vmm/pool/pool.h"
 #include "vmm/pool/sandbox_control.h"
-#include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::pool {
 namespace {
 
 // How long a failed agent request's answer waits for its VMM's end, in case that is why.
 constexpr std::chrono::milliseconds kVmmEndGrace{500};
-
-// Removes what a failed snapshot left in `dir`, and `dir`.
-void remove_snapshot_dir(const std::string& dir) {
-  const auto files = snapshot::snapshot_files(dir);
-  std::error_code ignored;
-  std::filesystem::remove(files.state, ignored);
-  std::filesystem::remove(files.memory, ignored);
-  std::filesystem::remove(dir, ignored);
-}
 
 }  // namespace
 
@@ -238,7 +225,7 @@ void Pool::set_paused(const Tenant& caller, const std::string& id, bool paused, 
       Needs::kVmmOnly);
 }
 
-void Pool::snapshot(const Tenant& caller, const std::string& id, const std::string& dir,
+void Pool::snapshot(const Tenant& caller, const std::string& id, const std::string& name,
                     Answer answer) {
   auto sandbox = with_api(caller, id);
   if (!sandbox) {
@@ -248,42 +235,48 @@ void Pool::snapshot(const Tenant& caller, const std::string& id, const std::stri
   if (!caller.is_operator) {
     // After the owner's check: another tenant learns nothing of the sandbox from it.
     answer(std::unexpected(error(Failure::kForbidden,
-                                 "a snapshot is the operator's: the daemon writes it as root where "
-                                 "snapshot_dir points (tenants get one when the pool has its own "
-                                 "image store)")));
+                                 "a snapshot is the operator's: it adds an image to the daemon's "
+                                 "image store, which every tenant's sandboxes may come from")));
     return;
   }
-  std::error_code failed;
-  if (!std::filesystem::create_directory(dir, failed)) {
-    answer(std::unexpected(
-        failed ? error(Failure::kInvalid, "cannot make the snapshot's directory " + dir + ": " +
-                                              failed.message() + " (its parent must exist)")
-               : error(Failure::kConflict, "the snapshot's directory " + dir +
-                                               " exists: name a new one (the pool makes it)")));
+  const auto image = images_.find((*sandbox)->record.image);
+  // The memory file is the guest's RAM, the same as its image's.
+  auto staged = store_.stage(name, image == images_.end() ? 0 : image->second.guest_bytes);
+  if (!staged) {
+    answer(std::unexpected(staged.error()));
     return;
   }
+  const int target = staged->dir_fd();
+  // Held by the answer, which runs on the loop's thread: the staging directory is removed, or
+  // renamed to `name`, there.
+  auto staging = std::make_shared<StagedImage>(std::move(*staged));
   const bool paused = (*sandbox)->record.paused;
-  const std::string jail_dir = (*sandbox)->jail_id ? state_.sandbox_dir(id) : std::string();
+  const bool jailed = (*sandbox)->jail_id.has_value();
+  const std::string sandbox_dir = state_.sandbox_dir(id);
   ++(*sandbox)->snapshots;  // a long one must not read as a hung sandbox
   auto done = std::make_shared<Status>(fail("the snapshot did not run"));
   run_agent_request(
       caller, id,
-      [done, dir, paused, jail_dir](const SandboxFiles& sockets) {
-        *done = snapshot_sandbox(sockets.api, dir, paused, jail_dir);
+      [done, sandbox_dir, jailed, paused, target](const SandboxFiles& sockets) {
+        *done = snapshot_sandbox(sockets.api, sandbox_dir, jailed, paused, target);
         return done->has_value();
       },
-      [this, id, dir, done, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
+      [this, id, name, done, staging, answer = std::move(answer)](
+          PoolResult<void> still_in_use) mutable {
         if (const auto it = sandboxes_.find(id); it != sandboxes_.end()) {
           --it->second->snapshots;
           it->second->failed_checks = 0;
         }
         if (!*done) {
-          remove_snapshot_dir(dir);
           answer(std::unexpected(agent_failure(id, "a snapshot of", done->error(), still_in_use)));
           return;
         }
-        spdlog::info("pool: {} snapshotted into {}", id, dir);
-        answer(nlohmann::json{{"id", id}, {"snapshot_dir", dir}});
+        if (auto committed = staging->commit(); !committed) {
+          answer(std::unexpected(committed.error()));
+          return;
+        }
+        spdlog::info("pool: {} snapshotted as image {} in {}", id, name, store_.path());
+        answer(nlohmann::json{{"id", id}, {"name", name}});
       },
       Needs::kVmmOnly);
 }

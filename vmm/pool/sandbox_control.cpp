@@ -26,16 +26,17 @@ api::ApiClient client(const std::string& api_socket) {
                                            "by an older daemon; release it and acquire another"}};
 }
 
-// A directory in a jail that its VMM writes a snapshot into, removed with what is in it.
+// A directory in a sandbox's directory (a jailed one's jail) that its VMM writes a snapshot
+// into, removed with what is in it.
 class StagingDir {
  public:
-  static Result<StagingDir> make(const std::string& jail_dir) {
-    std::string path = jail_dir + "/snapshot-XXXXXX";
+  static Result<StagingDir> make(const std::string& sandbox_dir) {
+    std::string path = sandbox_dir + "/snapshot-XXXXXX";
     if (::mkdtemp(path.data()) == nullptr) {
-      return fail_errno("cannot make a snapshot directory in the jail " + jail_dir, errno);
+      return fail_errno("cannot make a snapshot directory in " + sandbox_dir, errno);
     }
     StagingDir staging(path);
-    if (const auto owner = sandbox_dir_owner(jail_dir)) {
+    if (const auto owner = sandbox_dir_owner(sandbox_dir)) {
       DSEC_TRY(give_sandbox_dir(path, *owner));
     }
     return staging;
@@ -59,17 +60,18 @@ class StagingDir {
 };
 
 // Copies the regular file `name` of the directory `from` (a descriptor: the jailed VMM owns
-// the directory and may have swapped a link in for it since) into a new file `target`,
-// never through a link and never waiting on a FIFO, at most the size it had when opened.
-Status copy_out(int from, const std::string& from_path, const char* name,
-                const std::string& target) {
+// the directory and may have swapped a link in for it since) into a new file `name` of the
+// directory `to`, never through a link and never waiting on a FIFO, at most the size it had
+// when opened.
+Status copy_out(int from, const std::string& from_path, const char* name, int to) {
   const std::string source = from_path + "/" + name;
   UniqueFd in(::openat(from, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st {};
   if (!in || ::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return fail("the jailed VMM's snapshot has no regular file " + source);
+    return fail("the VMM's snapshot has no regular file " + source);
   }
-  UniqueFd out(::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  const std::string target = std::string("the image store's ") + name;
+  UniqueFd out(::openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!out) {
     return fail_errno("cannot create " + target, errno);
   }
@@ -99,23 +101,22 @@ Status set_sandbox_paused(const std::string& api_socket, bool paused) {
   return paused ? api::pause_vm(client(api_socket)) : api::resume_vm(client(api_socket));
 }
 
-Status snapshot_sandbox(const std::string& api_socket, const std::string& dir, bool paused,
-                        const std::string& jail_dir) {
+Status snapshot_sandbox(const std::string& api_socket, const std::string& sandbox_dir,
+                        bool jailed, bool paused, int target) {
+  const auto staging = DSEC_TRY(StagingDir::make(sandbox_dir));
   // A sandbox its client paused stays paused; one that ran runs on.
-  if (jail_dir.empty()) {
-    DSEC_TRY(api::create_snapshot(client(api_socket), dir, /*resume=*/!paused));
-    return ok();
-  }
-  const auto staging = DSEC_TRY(StagingDir::make(jail_dir));
-  DSEC_TRY(api::create_snapshot_at(client(api_socket), staging.in_jail(), /*resume=*/!paused));
+  DSEC_TRY(api::create_snapshot_at(client(api_socket), jailed ? staging.in_jail() : staging.path(),
+                                   /*resume=*/!paused));
   const UniqueFd written(
       ::open(staging.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!written) {
-    return fail_errno("the jailed VMM's snapshot directory " + staging.path(), errno);
+    return fail_errno("the VMM's snapshot directory " + staging.path(), errno);
   }
-  const auto copies = snapshot::snapshot_files(dir);
-  DSEC_TRY(copy_out(written.get(), staging.path(), snapshot::kStateFileName, copies.state));
-  DSEC_TRY(copy_out(written.get(), staging.path(), snapshot::kMemoryFileName, copies.memory));
+  DSEC_TRY(copy_out(written.get(), staging.path(), snapshot::kStateFileName, target));
+  DSEC_TRY(copy_out(written.get(), staging.path(), snapshot::kMemoryFileName, target));
+  if (::fsync(target) != 0) {
+    return fail_errno("fsync of the image store's staging directory", errno);
+  }
   return ok();
 }
 

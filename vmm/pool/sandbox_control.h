@@ -16,14 +16,16 @@ inline constexpr std::chrono::milliseconds kSandboxApiTimeout{120'000};
 // PATCH /vm {"state": "Paused"} or "Resumed".
 Status set_sandbox_paused(const std::string& api_socket, bool paused);
 
-// Writes the sandbox's snapshot into `dir` (it must exist, empty) as a warm image that
-// restores like `dsec-vmm warm`'s: its files `state` and `memory`. A running sandbox is
+// Writes the sandbox's snapshot as a warm image that restores like `dsec-vmm warm`'s: new
+// files `state` and `memory` (mode 0600, the daemon's) in the directory `target` (a
+// descriptor: the image store's staging directory, image_store.h). A running sandbox is
 // paused for it and resumed after, also when the snapshot failed.
-// A jailed sandbox's VMM (`jail_dir` its jail directory; empty: not jailed) writes only
-// inside its jail, its root: into a directory made there for it, owned by the jail's uid,
-// from which the daemon copies the files into `dir`, into files of its own (the VMM's uid
-// could hold the ones it wrote open), and which it then removes.
-Status snapshot_sandbox(const std::string& api_socket, const std::string& dir, bool paused,
-                        const std::string& jail_dir);
+// The VMM writes only into a directory made for it in `sandbox_dir` (for a jailed sandbox its
+// jail, its root, and the directory owned by the jail's uid; `jailed` says which), from which
+// the daemon copies the files through a descriptor of that directory, never following a link
+// nor waiting on a FIFO, into files of its own (the VMM's uid could hold the ones it wrote
+// open), and which it then removes. The VMM never names a path in the store.
+Status snapshot_sandbox(const std::string& api_socket, const std::string& sandbox_dir,
+                        bool jailed, bool paused, int target);
 
 }  // namespace dsec::pool

@@ -18,8 +18,6 @@
 namespace dsec::pool {
 namespace {
 
-constexpr int kReadyFd = 3;
-
 // posix_spawn's attributes and file actions, destroyed however the spawn ends.
 struct SpawnSetup {
   posix_spawnattr_t attr{};
@@ -58,11 +56,22 @@ Result<std::pair<UniqueFd, UniqueFd>> ready_pipe() {
 }  // namespace
 
 Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
-                                          const std::string& log_path) {
+                                          const std::string& log_path,
+                                          const std::vector<int>& passed) {
   if (argv.empty()) {
     return fail("no command to launch");
   }
   auto [read_end, write_end] = DSEC_TRY(ready_pipe());
+  // Copies above every descriptor the child gets, so that no dup2 below overwrites a source
+  // before it is copied.
+  const int first_free = kReadyFd + 1 + static_cast<int>(passed.size());
+  std::vector<UniqueFd> sources;
+  for (const int fd : passed) {
+    sources.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, first_free));
+    if (!sources.back()) {
+      return fail_errno("fcntl F_DUPFD_CLOEXEC of a descriptor for a VMM", errno);
+    }
+  }
   SpawnSetup setup;
   // A process group of its own: the daemon's terminal's signals do not reach it, and a
   // jailed VMM's supervisor and child are stopped together.
@@ -82,8 +91,12 @@ Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
                                    O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
   posix_spawn_file_actions_adddup2(&setup.actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawn_file_actions_adddup2(&setup.actions, write_end.get(), kReadyFd);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    posix_spawn_file_actions_adddup2(&setup.actions, sources[i].get(),
+                                     kReadyFd + 1 + static_cast<int>(i));
+  }
   // Nothing else of the daemon's (its socket, other VMMs' pipes) reaches the VMM.
-  posix_spawn_file_actions_addclosefrom_np(&setup.actions, kReadyFd + 1);
+  posix_spawn_file_actions_addclosefrom_np(&setup.actions, first_free);
 
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
@@ -121,7 +134,10 @@ std::vector<std::string> restore_argv(const std::string& vmm_binary, const Clone
                                       const std::vector<std::string>& extra_args) {
   std::vector<std::string> argv{vmm_binary,
                                 "restore",
-                                clone.snapshot_dir,
+                                "--state-fd",
+                                std::to_string(kStateFd),
+                                "--memory-fd",
+                                std::to_string(kMemoryFd),
                                 "--vsock",
                                 clone.files.vsock,
                                 "--ready-fd",
@@ -156,7 +172,7 @@ Result<LaunchedVmm> RestoreLauncher::launch(const CloneLaunch& clone) {
     DSEC_TRY(give_sandbox_dir(clone.dir, *clone.jail_id));
   }
   return spawn_with_ready_pipe(restore_argv(vmm_binary_, clone, limits_, extra_args_),
-                               clone.files.log);
+                               clone.files.log, {clone.state_fd, clone.memory_fd});
 }
 
 bool RestoreLauncher::forget(const std::string& sandbox_dir) {

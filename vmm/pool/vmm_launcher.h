@@ -32,7 +32,10 @@ struct SandboxFiles {
 
 // One clone to start.
 struct CloneLaunch {
-  std::string snapshot_dir;  // the warm image
+  // The warm image's files, open and checked by the daemon (image_store.h), which the clone
+  // inherits: it opens no image file by path. Borrowed for the launch.
+  int state_fd = -1;
+  int memory_fd = -1;
   uint64_t guest_bytes = 0;  // its guest RAM (the memory file's size)
   std::string dir;           // the sandbox's own directory: its sockets (files) and console
   SandboxFiles files;
@@ -79,11 +82,19 @@ class VmmLauncher {
   virtual bool remove_left() { return true; }
 };
 
-// Spawns `argv` as described above (argv[0] a path, not looked up in PATH).
-Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
-                                          const std::string& log_path);
+// The descriptors a clone inherits from the daemon besides 0-2: its ready pipe, then its
+// image's state and memory files.
+inline constexpr int kReadyFd = 3;
+inline constexpr int kStateFd = 4;
+inline constexpr int kMemoryFd = 5;
 
-// `VMM restore SNAPSHOT_DIR --vsock VSOCK --ready-fd 3 --no-host-paths-from-snapshot
+// Spawns `argv` as described above (argv[0] a path, not looked up in PATH). The child also
+// gets `passed[i]` as its descriptor kReadyFd + 1 + i, and no other of the daemon's.
+Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
+                                          const std::string& log_path,
+                                          const std::vector<int>& passed = {});
+
+// `VMM restore --state-fd 4 --memory-fd 5 --vsock VSOCK --ready-fd 3 --no-host-paths-from-snapshot
 // [--api-sock API] --console DIR/console --console-limit N` (the clone opens no host file
 // that the snapshot's state names), for a jailed clone `--jail DIR --uid ID --gid ID
 // --cgroup-parent P --cgroup memory.max=... --cgroup pids.max=... [--cgroup cpu.max=...]`,

@@ -46,8 +46,9 @@ struct PoolSandbox {
 
 // A warm image and its limits (PUT /images/{name}).
 struct PoolImage {
-  std::string name{};           // 1 to 64 letters, digits, '-', '_', '.', not starting with '.'
-  std::string snapshot_dir{};   // absolute, on the daemon's host: `dsec-vmm warm --out`'s
+  // Its directory's name in the daemon's image store (`dsec-vmm warm --out IMAGE_DIR/NAME`):
+  // 1 to 64 letters, digits, '.', '_', '-', beginning with a letter or digit, without "..".
+  std::string name{};
   uint32_t ready = 0;           // clones kept restored ahead of demand
   uint32_t max = 0;             // clones at most, ready and in use together; 0: max(ready, 1)
   std::chrono::seconds ttl{0};  // an acquired sandbox's time to live; 0: none
@@ -80,8 +81,8 @@ struct PoolClientOptions {
 
 // Every error is ErrorCode::kPool but for arguments refused before any request
 // (kInvalidArgument). A refusal carries the daemon's HTTP status (Error::http_status) and
-// its fault_message in the message: 404 an unknown image or id, 409 not acquired (or an
-// image name of another directory), 410 gone (released, time to live, idle timeout,
+// its fault_message in the message: 404 an unknown image or id, 409 not acquired (or a
+// snapshot's name taken), 410 gone (released, time to live, idle timeout,
 // lost: with how it ended), 429 the image or the host is full (or the caller's quota),
 // 503 no clone came up, 403 a uid the daemon does not allow (--allow-uid), or a call that
 // is the operator's (register_image, snapshot). Over the Unix socket the caller is its
@@ -108,11 +109,11 @@ class DSEC_SDK_API PoolClient {
   // the daemon are refused (409); an exec straight to its vsock socket waits.
   Result<PoolSandbox> pause(const std::string& id) const;
   Result<PoolSandbox> resume(const std::string& id) const;
-  // Writes the sandbox's snapshot into `snapshot_dir` (absolute, on the daemon's host; the
-  // daemon makes it, so it must not exist) as a warm image that register_image takes: a
-  // fork of the sandbox as it is now. A running sandbox is paused for it and resumed
-  // after. A failed snapshot leaves no directory.
-  Status snapshot(const std::string& id, const std::string& snapshot_dir) const;
+  // Writes the sandbox's snapshot into the daemon's image store as the new image `name` (409
+  // when it exists; 429 past the store's limits): a fork of the sandbox as it is now, that
+  // register_image takes. A running sandbox is paused for it and resumed after. A failed
+  // snapshot leaves nothing in the store.
+  Status snapshot(const std::string& id, const std::string& name) const;
   Result<PoolSandbox> sandbox(const std::string& id) const;
   Result<std::vector<PoolSandbox>> sandboxes() const;
 
