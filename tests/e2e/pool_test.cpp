@@ -67,10 +67,9 @@ class PoolDaemon {
 
   // Starts the daemon with `extra` options and waits until it answers.
   bool start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {kVmmBinary,          "pool",          "--state-dir",
-                                     state_dir_.string(), "--image-dir",   image_dir_.string(),
-                                     "--socket",          socket_.string(), "--ready-timeout",
-                                     "280"};
+    std::vector<std::string> args = {
+        kVmmBinary,          "pool",     "--state-dir",    state_dir_.string(), "--image-dir",
+        image_dir_.string(), "--socket", socket_.string(), "--ready-timeout",   "280"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& arg : args) {
@@ -503,10 +502,9 @@ TEST(Pool, AStateFileNamingAHostDiskIsRefusedAndTheDiskIsNeverOpened) {
   PoolDaemon daemon(dir.path());
   ASSERT_TRUE(daemon.start()) << daemon.log();
   const fs::path evil = daemon.image_dir() / "evil";
-  const auto warmed =
-      run_vmm({"warm", "--out", evil.string(), "--vcpus", "2", "--memory", "256", "--drive",
-               disk.string()},
-              300s);
+  const auto warmed = run_vmm(
+      {"warm", "--out", evil.string(), "--vcpus", "2", "--memory", "256", "--drive", disk.string()},
+      300s);
   ASSERT_EQ(warmed.exit_status, 0) << warmed.describe();
   const UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   ASSERT_TRUE(watch);

@@ -28,8 +28,7 @@ namespace {
 
 class RefusingLauncher final : public dsec::pool::VmmLauncher {
  public:
-  dsec::Result<dsec::pool::LaunchedVmm> launch(
-      const dsec::pool::CloneLaunch& /*clone*/) override {
+  dsec::Result<dsec::pool::LaunchedVmm> launch(const dsec::pool::CloneLaunch& /*clone*/) override {
     return dsec::fail("the fuzz target starts no VMM");
   }
 };

@@ -21,8 +21,7 @@ inline bool write_stand_in_image(const std::filesystem::path& dir, size_t memory
   std::filesystem::create_directories(dir);
   const std::string json = machine::snapshot_config_to_json(config);
   snapshot::StateFileWriter state;
-  if (!state.add("config", {json.begin(), json.end()}) ||
-      !state.write((dir / "state").string())) {
+  if (!state.add("config", {json.begin(), json.end()}) || !state.write((dir / "state").string())) {
     return false;
   }
   std::ofstream memory(dir / "memory", std::ios::binary);

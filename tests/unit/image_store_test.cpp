@@ -3,9 +3,9 @@
 // nobody else; snapshots staged in the store and renamed into place, within its limits.
 #include "vmm/pool/image_store.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,12 +33,13 @@ std::string error_of(const Result<T>& r) {
 }
 
 TEST(ImageStoreNames, AreOneDirectorysNameNeverAPath) {
-  for (const std::string& good : std::vector<std::string>{"a", "base", "Fork-1.2_b", "0", "a.b", std::string(64, 'x')}) {
+  for (const std::string& good :
+       std::vector<std::string>{"a", "base", "Fork-1.2_b", "0", "a.b", std::string(64, 'x')}) {
     EXPECT_TRUE(check_image_name(good)) << good;
   }
-  for (const std::string& bad : std::vector<std::string>{"", ".", "..", "../etc", "a/b", "/abs", ".hidden", "-a", "_a",
-                                "a..b", "a b", "a\nb", std::string("a\0b", 3),
-                                std::string(65, 'x'), "\xc3\xa9"}) {
+  for (const std::string& bad : std::vector<std::string>{
+           "", ".", "..", "../etc", "a/b", "/abs", ".hidden", "-a", "_a", "a..b", "a b", "a\nb",
+           std::string("a\0b", 3), std::string(65, 'x'), "\xc3\xa9"}) {
     EXPECT_THAT(error_of(check_image_name(bad)), HasSubstr("an image's name must be")) << bad;
   }
 }

@@ -3,13 +3,16 @@
 // restore` command line a clone gets, --no-jail's gauge, and a clone its cgroup's OOM
 // killer ended reported lost as such. The jail itself is seen at work in
 // tests/e2e/pool_jail_test.cpp.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 
+#include "tests/support/file_text.h"
 #include "tests/support/result_matchers.h"
 #include "tests/unit/pool_test_fixture.h"
 #include "vmm/pool/pool.h"
@@ -41,8 +44,7 @@ TEST(PoolRestoreArgv, AJailedCloneGetsItsDirectoryIdsCgroupAndLimitsThenTheExtra
   limits.log_limit_bytes = 32768;
   const auto argv = restore_argv("/bin/dsec-vmm", clone(200007), limits, {"--seccomp=log"});
   EXPECT_THAT(argv, ElementsAre("/bin/dsec-vmm", "restore", "--state-fd", "4", "--memory-fd", "5",
-                                "--vsock",
-                                "/run/pool/sandboxes/sb-1/vsock", "--ready-fd", "3",
+                                "--vsock", "/run/pool/sandboxes/sb-1/vsock", "--ready-fd", "3",
                                 "--no-host-paths-from-snapshot", "--console",
                                 "/run/pool/sandboxes/sb-1/console", "--console-limit", "65536",
                                 "--log-limit", "32768", "--api-sock", "/run/pool/sandboxes/sb-1/api", "--jail",
@@ -59,6 +61,33 @@ TEST(PoolRestoreArgv, AnUnjailedCloneHasItsConsoleAndLogCappedAndNoJail) {
                                   "--console-limit", "1048576", "--log-limit", "1048576"}));
   EXPECT_THAT(argv, Not(::testing::Contains("--jail")));
   EXPECT_THAT(argv, Not(::testing::Contains("--uid")));
+}
+
+// A clone gets its image's files as the descriptors restore_argv names (--state-fd 4
+// --memory-fd 5), whatever their numbers in the daemon, and no other of the daemon's.
+TEST(PoolLaunch, TheCloneInheritsItsImagesFilesAsFourAndFiveAndNoOtherDescriptor) {
+  test::TempDir dir;
+  std::ofstream(dir.file("state")) << "S";
+  std::ofstream(dir.file("memory")) << "M";
+  const UniqueFd state(::open(dir.file("state").c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd memory(::open(dir.file("memory").c_str(), O_RDONLY | O_CLOEXEC));
+  // One of the daemon's that is not CLOEXEC, above the clone's.
+  const UniqueFd opened(::open(dir.file("state").c_str(), O_RDONLY));
+  const UniqueFd other(::fcntl(opened.get(), F_DUPFD, 20));
+  ASSERT_TRUE(state && memory && other);
+  const std::string log = dir.file("log");
+  ASSERT_OK_AND_ASSIGN(
+      auto child,
+      spawn_with_ready_pipe({"/bin/sh", "-c",
+                             "cat <&4; cat <&5; for fd in 6 7 8 9 " + std::to_string(other.get()) +
+                                 "; do [ -e /proc/$$/fd/$fd ] && echo \" leaked $fd\"; done; "
+                                 "echo ready >&3; exec sleep 600"},
+                            log, {state.get(), memory.get()}));
+  char ready[6] = {};
+  EXPECT_EQ(::read(child.ready.get(), ready, sizeof ready), 6);
+  EXPECT_TRUE(signal_pidfd(child.pidfd.get(), SIGKILL));
+  ::waitpid(child.identity.pid, nullptr, 0);
+  EXPECT_EQ(test::file_text(log), "SM");
 }
 
 class PoolJailTest : public PoolTest {

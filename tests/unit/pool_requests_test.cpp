@@ -39,8 +39,7 @@ TEST(PoolRequests, ImageSpecTakesItsLimits) {
 TEST(PoolRequests, ImageSpecRefusesBadInput) {
   EXPECT_THAT(error_of(parse_image_spec("b", "")), HasSubstr("the body is empty"));
   EXPECT_THAT(error_of(parse_image_spec("b", "{")), HasSubstr("not valid JSON"));
-  EXPECT_THAT(error_of(parse_image_spec("b", R"({"size": 1})")),
-              HasSubstr("unknown field 'size'"));
+  EXPECT_THAT(error_of(parse_image_spec("b", R"({"size": 1})")), HasSubstr("unknown field 'size'"));
   EXPECT_THAT(error_of(parse_image_spec("b", R"({"ready": 3, "max": 2})")),
               HasSubstr("'ready' (3) is more than 'max' (2)"));
   EXPECT_THAT(error_of(parse_image_spec("b", R"({"max": 0})")), HasSubstr("'max' at least 1"));
@@ -69,8 +68,8 @@ TEST(PoolRequests, ASnapshotNamesAnImageOfTheStore) {
   ASSERT_OK_AND_ASSIGN(auto name, parse_snapshot_name(R"({"name": "fork-1.b_2"})"));
   EXPECT_EQ(name, "fork-1.b_2");
   EXPECT_THAT(error_of(parse_snapshot_name(R"({"name": ""})")), HasSubstr("must not be empty"));
-  for (const char* bad : {"../etc", "/srv/forks/a", "a/b", ".staging-1", "a..b", "-a", "_a",
-                          "a b", "a\\b"}) {
+  for (const char* bad :
+       {"../etc", "/srv/forks/a", "a/b", ".staging-1", "a..b", "-a", "_a", "a b", "a\\b"}) {
     EXPECT_THAT(error_of(parse_snapshot_name(nlohmann::json{{"name", bad}}.dump())),
                 HasSubstr("'name': an image's name must be"))
         << bad;
@@ -191,9 +190,8 @@ TEST(PoolStateRecords, TheStateDirectoryKeepsRecordsAndImages) {
   ASSERT_EQ(unreadable.size(), 1U);
   EXPECT_THAT(unreadable[0], HasSubstr("sb-2.json: the record is not valid JSON"));
 
-  const std::vector<ImageSpec> images{
-      {.name = "a", .ready = 1, .max = 2, .ttl_s = 0},
-      {.name = "b", .ready = 0, .max = 1, .ttl_s = 9}};
+  const std::vector<ImageSpec> images{{.name = "a", .ready = 1, .max = 2, .ttl_s = 0},
+                                      {.name = "b", .ready = 0, .max = 1, .ttl_s = 9}};
   ASSERT_OK(state.write_images(images));
   ASSERT_OK_AND_ASSIGN(auto back, state.read_images());
   EXPECT_EQ(back, images);

@@ -93,8 +93,8 @@ class PoolTest : public ::testing::Test {
     options.stop_grace = 2s;
     options.refill_backoff = 50ms;
     options.ready_timeout = 20s;
-    return std::make_unique<Pool>(*loop_, std::move(*state), std::move(*store),
-                                  std::move(launcher), options);
+    return std::make_unique<Pool>(*loop_, std::move(*state), std::move(*store), std::move(launcher),
+                                  options);
   }
 
   ImageSpec image(uint32_t ready, uint32_t max, uint64_t ttl_s = 0) {

@@ -93,11 +93,8 @@ TEST_F(SdkPoolClientTest, AnUnknownIdIsRefusedWith404ByReleaseKeepaliveAndSandbo
 
 TEST_F(SdkPoolClientTest, ARegisteredImageComesBackAndIsListedWithItsLimitsAndSize) {
   stand_in_snapshot(12288);
-  const auto image = client_.register_image({.name = "base",
-                                             .ready = 0,
-                                             .max = 3,
-                                             .ttl = 600s,
-                                             .idle_timeout = 30s});
+  const auto image = client_.register_image(
+      {.name = "base", .ready = 0, .max = 3, .ttl = 600s, .idle_timeout = 30s});
   ASSERT_TRUE(image) << image.error().to_string();
   EXPECT_EQ(image->name, "base");
   EXPECT_EQ(image->max, 3U);
@@ -121,7 +118,8 @@ TEST_F(SdkPoolClientTest, AnImageNotInTheStoreIsRefusedWith400AndTheDaemonsReaso
   const auto error = error_of(client_.register_image({.name = "none"}), ErrorCode::kPool);
   EXPECT_EQ(error.http_status(), 400);
   EXPECT_THAT(error.message(), HasSubstr("the image store has no image none"));
-  EXPECT_THAT(error.message(), HasSubstr("dsec-vmm warm --out " + dir_.file("state/images/none").string()));
+  EXPECT_THAT(error.message(),
+              HasSubstr("dsec-vmm warm --out " + dir_.file("state/images/none").string()));
   const auto images = client_.images();
   ASSERT_TRUE(images);
   EXPECT_TRUE(images->empty());

@@ -46,11 +46,11 @@ Status check_owned(const struct stat& st, const std::string& what) {
                 "the daemon's user");
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return fail(fmt::format("{} is writable by {} (mode {:04o})", what,
-                            (st.st_mode & S_IWOTH) != 0 ? "others" : "its group",
-                            st.st_mode & 07777),
-                "a clone maps the image's files: nobody but the daemon may change them; chmod "
-                "go-w");
+    return fail(
+        fmt::format("{} is writable by {} (mode {:04o})", what,
+                    (st.st_mode & S_IWOTH) != 0 ? "others" : "its group", st.st_mode & 07777),
+        "a clone maps the image's files: nobody but the daemon may change them; chmod "
+        "go-w");
   }
   return ok();
 }
@@ -146,8 +146,8 @@ Result<ImageStoreUsage> usage_of(int store_fd, const std::string& path) {
 }
 
 PoolError full(const std::string& what, const std::string& option) {
-  return error(Failure::kFull, "the image store is full: " + what +
-                                   "; remove images from it, or raise " + option);
+  return error(Failure::kFull,
+               "the image store is full: " + what + "; remove images from it, or raise " + option);
 }
 
 std::string random_staging_name() {
@@ -168,17 +168,19 @@ std::string random_staging_name() {
 
 Status check_image_name(std::string_view name) {
   const auto allowed = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
   };
   const bool alnum_first = !name.empty() && allowed(name.front()) && name.front() != '.' &&
                            name.front() != '-' && name.front() != '_';
   if (!alnum_first || name.size() > kMaxImageNameLength ||
-      !std::all_of(name.begin(), name.end(), allowed) || name.find("..") != std::string_view::npos) {
-    return fail(fmt::format("an image's name must be 1 to {} letters, digits, '.', '_' or '-', "
-                            "beginning with a letter or digit and without \"..\" (it names a "
-                            "directory in the daemon's image store, never a path)",
-                            kMaxImageNameLength));
+      !std::all_of(name.begin(), name.end(), allowed) ||
+      name.find("..") != std::string_view::npos) {
+    return fail(
+        fmt::format("an image's name must be 1 to {} letters, digits, '.', '_' or '-', "
+                    "beginning with a letter or digit and without \"..\" (it names a "
+                    "directory in the daemon's image store, never a path)",
+                    kMaxImageNameLength));
   }
   return ok();
 }
@@ -247,10 +249,10 @@ Result<ImageFiles> ImageStore::open_image(std::string_view name) const {
   }
   const UniqueFd dir = DSEC_TRY(open_checked(fd_.get(), dir_name.c_str(), true, image_path));
   ImageFiles files;
-  files.state = DSEC_TRY(
-      open_checked(dir.get(), snapshot::kStateFileName, false, image_path + "/state"));
-  files.memory = DSEC_TRY(
-      open_checked(dir.get(), snapshot::kMemoryFileName, false, image_path + "/memory"));
+  files.state =
+      DSEC_TRY(open_checked(dir.get(), snapshot::kStateFileName, false, image_path + "/state"));
+  files.memory =
+      DSEC_TRY(open_checked(dir.get(), snapshot::kMemoryFileName, false, image_path + "/memory"));
   if (::fstat(files.memory.get(), &st) != 0) {
     return fail_errno("fstat " + image_path + "/memory", errno);
   }
@@ -287,16 +289,17 @@ PoolResult<StagedImage> ImageStore::stage(std::string_view name, uint64_t expect
   }
   const uint64_t bytes = usage->bytes + in_flight_->bytes;
   if (bytes + expected_bytes > limits_.max_bytes) {
-    return std::unexpected(full(fmt::format("it holds {} (snapshots being written included), and "
-                                            "this snapshot takes {} more, past its {}",
-                                            mib(bytes), mib(expected_bytes), mib(limits_.max_bytes)),
-                                "--image-store-max-bytes"));
+    return std::unexpected(
+        full(fmt::format("it holds {} (snapshots being written included), and "
+                         "this snapshot takes {} more, past its {}",
+                         mib(bytes), mib(expected_bytes), mib(limits_.max_bytes)),
+             "--image-store-max-bytes"));
   }
   const std::string staging = random_staging_name();
   if (::mkdirat(fd_.get(), staging.c_str(), 0700) != 0) {
-    return std::unexpected(error(
-        Failure::kUnavailable,
-        fmt::format("cannot make {}/{}: {}", path_, staging, std::strerror(errno))));
+    return std::unexpected(
+        error(Failure::kUnavailable,
+              fmt::format("cannot make {}/{}: {}", path_, staging, std::strerror(errno))));
   }
   auto dir = open_checked(fd_.get(), staging.c_str(), true, path_ + "/" + staging);
   if (!dir) {
@@ -379,10 +382,10 @@ PoolResult<void> StagedImage::commit() {
   }
   if (usage->bytes + written > limits_.max_bytes) {
     discard();
-    return std::unexpected(full(fmt::format("it holds {}, and the snapshot {} more, past its {}",
-                                            mib(usage->bytes), mib(written),
-                                            mib(limits_.max_bytes)),
-                                "--image-store-max-bytes"));
+    return std::unexpected(
+        full(fmt::format("it holds {}, and the snapshot {} more, past its {}", mib(usage->bytes),
+                         mib(written), mib(limits_.max_bytes)),
+             "--image-store-max-bytes"));
   }
   ::fsync(dir_.get());
   // Never over anything: renameat would replace an empty directory or a link there.
@@ -391,12 +394,12 @@ PoolResult<void> StagedImage::commit() {
     const int err = errno;
     discard();
     if (err == EEXIST) {
-      return std::unexpected(error(Failure::kConflict,
-                                   "the image store has " + name_ + " already: name another"));
+      return std::unexpected(
+          error(Failure::kConflict, "the image store has " + name_ + " already: name another"));
     }
-    return std::unexpected(error(Failure::kUnavailable,
-                                 fmt::format("cannot rename the snapshot to {}/{}: {}",
-                                             store_path_, name_, std::strerror(err))));
+    return std::unexpected(
+        error(Failure::kUnavailable, fmt::format("cannot rename the snapshot to {}/{}: {}",
+                                                 store_path_, name_, std::strerror(err))));
   }
   ::fsync(store_fd_);
   staging_name_.clear();

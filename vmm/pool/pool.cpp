@@ -213,9 +213,9 @@ PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
   auto image_files = store_.open_image(image.spec.name);
   if (!image_files) {
     ++counters_.refill_errors;
-    return std::unexpected(error(Failure::kUnavailable, "cannot start a clone of " +
-                                                            image.spec.name + ": " +
-                                                            image_files.error().message()));
+    return std::unexpected(
+        error(Failure::kUnavailable,
+              "cannot start a clone of " + image.spec.name + ": " + image_files.error().message()));
   }
   const std::string id = new_sandbox_id();
   CloneLaunch clone{.state_fd = image_files->state.get(),

@@ -78,8 +78,8 @@ struct PoolOptions {
 
 class Pool {
  public:
-  Pool(io::EventLoop& loop, StateDir state, ImageStore store,
-       std::unique_ptr<VmmLauncher> launcher, PoolOptions options);
+  Pool(io::EventLoop& loop, StateDir state, ImageStore store, std::unique_ptr<VmmLauncher> launcher,
+       PoolOptions options);
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
   // shutdown().

@@ -48,12 +48,12 @@ Result<std::optional<uint64_t>> idle_timeout(std::optional<uint64_t> seconds) {
 // Images and snapshots are named, never given as paths: the daemon's image store holds them.
 Status refuse_snapshot_dir(const JsonObject& body, std::string_view name) {
   if (body.has("snapshot_dir")) {
-    return fail("'snapshot_dir' is gone: images live in the daemon's image store (--image-dir) "
-                "and are named, never given as paths",
-                "put the image in the store as " + std::string(name.empty() ? "NAME" : name) +
-                    " (dsec-vmm warm --out IMAGE_DIR/" +
-                    std::string(name.empty() ? "NAME" : name) +
-                    "), and leave 'snapshot_dir' out");
+    return fail(
+        "'snapshot_dir' is gone: images live in the daemon's image store (--image-dir) "
+        "and are named, never given as paths",
+        "put the image in the store as " + std::string(name.empty() ? "NAME" : name) +
+            " (dsec-vmm warm --out IMAGE_DIR/" + std::string(name.empty() ? "NAME" : name) +
+            "), and leave 'snapshot_dir' out");
   }
   return ok();
 }

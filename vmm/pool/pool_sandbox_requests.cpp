@@ -261,8 +261,8 @@ void Pool::snapshot(const Tenant& caller, const std::string& id, const std::stri
         *done = snapshot_sandbox(sockets.api, sandbox_dir, jailed, paused, target);
         return done->has_value();
       },
-      [this, id, name, done, staging, answer = std::move(answer)](
-          PoolResult<void> still_in_use) mutable {
+      [this, id, name, done, staging,
+       answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
         if (const auto it = sandboxes_.find(id); it != sandboxes_.end()) {
           --it->second->snapshots;
           it->second->failed_checks = 0;

@@ -101,8 +101,8 @@ Status set_sandbox_paused(const std::string& api_socket, bool paused) {
   return paused ? api::pause_vm(client(api_socket)) : api::resume_vm(client(api_socket));
 }
 
-Status snapshot_sandbox(const std::string& api_socket, const std::string& sandbox_dir,
-                        bool jailed, bool paused, int target) {
+Status snapshot_sandbox(const std::string& api_socket, const std::string& sandbox_dir, bool jailed,
+                        bool paused, int target) {
   const auto staging = DSEC_TRY(StagingDir::make(sandbox_dir));
   // A sandbox its client paused stays paused; one that ran runs on.
   DSEC_TRY(api::create_snapshot_at(client(api_socket), jailed ? staging.in_jail() : staging.path(),

@@ -25,7 +25,7 @@ Status set_sandbox_paused(const std::string& api_socket, bool paused);
 // the daemon copies the files through a descriptor of that directory, never following a link
 // nor waiting on a FIFO, into files of its own (the VMM's uid could hold the ones it wrote
 // open), and which it then removes. The VMM never names a path in the store.
-Status snapshot_sandbox(const std::string& api_socket, const std::string& sandbox_dir,
-                        bool jailed, bool paused, int target);
+Status snapshot_sandbox(const std::string& api_socket, const std::string& sandbox_dir, bool jailed,
+                        bool paused, int target);
 
 }  // namespace dsec::pool
