@@ -167,6 +167,9 @@ std::vector<std::string> restore_argv(const std::string& vmm_binary, const Clone
   return argv;
 }
 
+// spawn_with_ready_pipe hands its `passed` descriptors on as kReadyFd + 1, + 2, ...
+static_assert(kStateFd == kReadyFd + 1 && kMemoryFd == kReadyFd + 2);
+
 Result<LaunchedVmm> RestoreLauncher::launch(const CloneLaunch& clone) {
   if (clone.jail_id) {
     DSEC_TRY(give_sandbox_dir(clone.dir, *clone.jail_id));
