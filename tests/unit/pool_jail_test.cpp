@@ -43,16 +43,17 @@ TEST(PoolRestoreArgv, AJailedCloneGetsItsDirectoryIdsCgroupAndLimitsThenTheExtra
   limits.console_limit_bytes = 65536;
   limits.log_limit_bytes = 32768;
   const auto argv = restore_argv("/bin/dsec-vmm", clone(200007), limits, {"--seccomp=log"});
-  EXPECT_THAT(argv, ElementsAre("/bin/dsec-vmm", "restore", "--state-fd", "4", "--memory-fd", "5",
-                                "--vsock", "/run/pool/sandboxes/sb-1/vsock", "--ready-fd", "3",
-                                "--no-host-paths-from-snapshot", "--console",
-                                "/run/pool/sandboxes/sb-1/console", "--console-limit", "65536",
-                                "--log-limit", "32768", "--api-sock", "/run/pool/sandboxes/sb-1/api", "--jail",
-                                "/run/pool/sandboxes/sb-1", "--uid", "200007", "--gid", "200007",
-                                "--cgroup-parent", "dsec-vmm-pool", "--cgroup",
-                                // 256 MiB of guest RAM and 64 MiB for the VMM
-                                "memory.max=335544320", "--cgroup", "pids.max=512", "--cgroup",
-                                "cpu.max=200000 100000", "--seccomp=log"));
+  EXPECT_THAT(
+      argv,
+      ElementsAre("/bin/dsec-vmm", "restore", "--state-fd", "4", "--memory-fd", "5", "--vsock",
+                  "/run/pool/sandboxes/sb-1/vsock", "--ready-fd", "3",
+                  "--no-host-paths-from-snapshot", "--console", "/run/pool/sandboxes/sb-1/console",
+                  "--console-limit", "65536", "--log-limit", "32768", "--api-sock",
+                  "/run/pool/sandboxes/sb-1/api", "--jail", "/run/pool/sandboxes/sb-1", "--uid",
+                  "200007", "--gid", "200007", "--cgroup-parent", "dsec-vmm-pool", "--cgroup",
+                  // 256 MiB of guest RAM and 64 MiB for the VMM
+                  "memory.max=335544320", "--cgroup", "pids.max=512", "--cgroup",
+                  "cpu.max=200000 100000", "--seccomp=log"));
 }
 
 TEST(PoolRestoreArgv, AnUnjailedCloneHasItsConsoleAndLogCappedAndNoJail) {
