@@ -63,6 +63,15 @@ TEST(InterruptStateText, NamesTheEventKvmIsInjectingAndAMaskedTimer) {
   EXPECT_THAT(text, EndsWith("; nmi pending"));
 }
 
+// A halted vCPU whose TSC deadline passed long ago was owed a timer interrupt: the text
+// says by how much, so that a stalled guest's dump tells a lost timer from an idle one.
+TEST(InterruptStateText, SaysWhetherATscDeadlinePassedOrIsToCome) {
+  EXPECT_EQ(describe_tsc_deadline(5000, 0), "deadline disarmed");
+  EXPECT_EQ(describe_tsc_deadline(0x2000, 0x1000), "deadline 0x1000 passed 4096 TSC cycles ago");
+  EXPECT_EQ(describe_tsc_deadline(0x1000, 0x1000), "deadline 0x1000 passed 0 TSC cycles ago");
+  EXPECT_EQ(describe_tsc_deadline(0x1000, 0x3000), "deadline 0x3000 in 8192 TSC cycles");
+}
+
 TEST(InterruptStateText, ListsRoutedAndUnmaskedIoapicPinsAndCountsTheRest) {
   kvm_ioapic_state ioapic{};
   ioapic.irr = 0x20;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 
 #include "vmm/kvm/vcpu.h"
@@ -17,6 +18,9 @@ constexpr size_t kApicIrr = 0x200;
 constexpr size_t kApicLvtTimer = 0x320;
 constexpr uint32_t kLvtMasked = 1U << 16;
 constexpr uint64_t kRflagsIf = 1U << 9;
+constexpr uint32_t kLvtTscDeadlineMode = 2;  // LVT timer bits 18:17
+constexpr uint32_t kMsrTsc = 0x10;           // IA32_TIME_STAMP_COUNTER
+constexpr uint32_t kMsrTscDeadline = 0x6e0;  // IA32_TSC_DEADLINE
 
 uint32_t apic_reg(const kvm_lapic_state& lapic, size_t offset) {
   uint32_t value = 0;
@@ -90,13 +94,31 @@ std::string describe_vcpu_interrupts(const kvm_regs& regs, const kvm_mp_state& m
                      events_text(events));
 }
 
+std::string describe_tsc_deadline(uint64_t tsc, uint64_t deadline) {
+  if (deadline == 0) {
+    return "deadline disarmed";
+  }
+  if (deadline <= tsc) {
+    return fmt::format("deadline {:#x} passed {} TSC cycles ago", deadline, tsc - deadline);
+  }
+  return fmt::format("deadline {:#x} in {} TSC cycles", deadline, deadline - tsc);
+}
+
 std::string describe_vcpu_interrupts(const Vcpu& vcpu) {
   auto read = [&]() -> Result<std::string> {
     const kvm_regs regs = DSEC_TRY(vcpu.get_regs());
     const kvm_mp_state mp_state = DSEC_TRY(vcpu.get_mp_state());
     const kvm_vcpu_events events = DSEC_TRY(vcpu.get_vcpu_events());
     const kvm_lapic_state lapic = DSEC_TRY(vcpu.get_lapic());
-    return describe_vcpu_interrupts(regs, mp_state, events, lapic);
+    std::string text = describe_vcpu_interrupts(regs, mp_state, events, lapic);
+    if (((apic_reg(lapic, kApicLvtTimer) >> 17) & 3) == kLvtTscDeadlineMode) {
+      const std::array<uint32_t, 2> msrs = {kMsrTsc, kMsrTscDeadline};
+      const auto values = vcpu.read_msrs(msrs);
+      text += values && values->size() == 2
+                  ? "; " + describe_tsc_deadline((*values)[0].data, (*values)[1].data)
+                  : std::string("; deadline unreadable");
+    }
+    return text;
   };
   auto text = read();
   return text ? *text : "unreadable: " + text.error().message();

@@ -19,8 +19,13 @@ std::string describe_vcpu_interrupts(const kvm_regs& regs, const kvm_mp_state& m
                                      const kvm_vcpu_events& events,
                                      const kvm_lapic_state& lapic);
 
-// The same, read from `vcpu` (whose thread must be out of KVM_RUN); says what could not be
-// read instead of failing.
+// A TSC-deadline timer's state against the vCPU's TSC: "deadline 0x... passed 4600000 TSC
+// cycles ago", "... in N TSC cycles", or "disarmed" (deadline 0). A halted vCPU whose
+// deadline passed long ago lost a timer interrupt that KVM's local APIC owed it.
+std::string describe_tsc_deadline(uint64_t tsc, uint64_t deadline);
+
+// The same as the first, read from `vcpu` (whose thread must be out of KVM_RUN), with the
+// deadline in tsc-deadline mode; says what could not be read instead of failing.
 std::string describe_vcpu_interrupts(const Vcpu& vcpu);
 
 // "irr 0x0; pin 4 vector 0x24 edge dest 0x0; pin 5 vector 0x25 edge dest 0x1 MASKED; ..."
