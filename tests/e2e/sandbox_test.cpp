@@ -123,6 +123,11 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   EXPECT_THAT(state, HasSubstr("interrupt state (the vCPUs parked to read it):")) << state;
   EXPECT_THAT(state, ContainsRegex("vcpu 0: rip 0x[0-9a-f]+ IF=[01] ")) << state;
   EXPECT_THAT(state, ContainsRegex("vcpu 1: rip 0x[0-9a-f]+ IF=[01] ")) << state;
+  // Our guest kernel's timer runs in tsc-deadline mode: its deadline against the TSC.
+  EXPECT_THAT(state, ContainsRegex("timer tsc-deadline 0x[0-9a-f]+( masked)?(; [a-z].*)?; deadline "
+                                   "(disarmed|0x[0-9a-f]+ (passed [0-9]+ TSC cycles ago|in "
+                                   "[0-9]+ TSC cycles))"))
+      << state;
   // The vsock device sits on virtio-mmio slot 0, IOAPIC pin 5, which the guest routed.
   EXPECT_THAT(state, ContainsRegex("ioapic: irr 0x[0-9a-f]+;.* pin 5 vector 0x[0-9a-f]+ edge"))
       << state;

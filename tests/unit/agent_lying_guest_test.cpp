@@ -187,7 +187,7 @@ TEST_F(LyingGuest, AGuestThatStopsAnsweringMidStreamFailsWithinTheAnswerTimeout)
 // A guest that sends a byte just inside each step's timeout would hold a copy (and the
 // pool's thread that runs it) for as long as it liked: the whole copy has a deadline too.
 TEST_F(LyingGuest, AGuestThatDribblesAFileFailsAtTheCopysWholeDeadline) {
-  constexpr uint64_t kAnnounced = 256 * 1024;  // 1 s at kMinCopyBytesPerSecond
+  constexpr uint64_t kAnnounced = kMinCopyBytesPerSecond;  // 1 s at that rate
   auto c = client({[](int fd) {
     const Frame req = read_request(fd);
     if (!guest_send(fd, MessageType::kFileInfo, req.request_id, encode(FileInfo{kAnnounced, 0644}))) {
@@ -205,7 +205,7 @@ TEST_F(LyingGuest, AGuestThatDribblesAFileFailsAtTheCopysWholeDeadline) {
   auto copied = copy_out_of_guest(c, "/dribble", dir_.file("out"), 022);
   const auto took = Clock::now() - start;
   ASSERT_FALSE(copied.has_value());
-  EXPECT_NE(copied.error().message().find("bytes moved by the copy's deadline (it must move 256 "
+  EXPECT_NE(copied.error().message().find("bytes moved by the copy's deadline (it must move 64 "
                                           "KiB a second on the whole"),
             std::string::npos)
       << copied.error().message();

@@ -27,7 +27,7 @@ inline constexpr std::chrono::milliseconds kDefaultAnswerTimeout{30000};
 // A file copy must also move at least this fast on the whole: it ends with an Error once
 // it took the answer timeout plus its size at this rate, so that a guest that sends (or
 // takes) a frame just inside each step's timeout cannot hold the copy for ever.
-inline constexpr uint64_t kMinCopyBytesPerSecond = uint64_t{256} * 1024;
+inline constexpr uint64_t kMinCopyBytesPerSecond = uint64_t{64} * 1024;
 
 // Connects to a Firecracker-style vsock Unix socket and asks for guest `port`
 // (`CONNECT <port>\n`, answered `OK <n>\n`): the connect and the answer each within

@@ -95,12 +95,13 @@ std::vector<SyscallRule> event_loop() {
   };
 }
 
-// A vCPU's registers and local APIC, and the IOAPIC, read for a look at where the
-// interrupts stand (SIGUSR1) or at a crash (a triple fault's registers).
+// A vCPU's registers, local APIC and TSC deadline (KVM_GET_MSRS), and the IOAPIC, read for
+// a look at where the interrupts stand (SIGUSR1) or at a crash (a triple fault's registers).
 std::vector<SyscallRule> interrupt_state_reads() {
   return {
       ioctl(KVM_GET_REGS),        ioctl(KVM_GET_SREGS), ioctl(KVM_GET_MP_STATE),
       ioctl(KVM_GET_VCPU_EVENTS), ioctl(KVM_GET_LAPIC), ioctl(KVM_GET_IRQCHIP),
+      ioctl(KVM_GET_MSRS),
   };
 }
 
