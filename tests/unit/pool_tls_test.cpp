@@ -30,6 +30,7 @@ namespace dsec::pool {
 namespace {
 
 using namespace std::chrono_literals;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -261,6 +262,9 @@ class PoolTlsDaemon : public ::testing::Test {
 };
 
 TEST_F(PoolTlsDaemon, TheTlsOptionsAreCheckedBeforeAnythingIsMade) {
+  const auto help = test::run_vmm({"pool", "--help"}, 30s);
+  EXPECT_THAT(help.out, AllOf(HasSubstr("--tls-cert"), HasSubstr("--tls-key"),
+                              HasSubstr("over TLS with --tls-cert and --tls-key, else in clear")));
   const std::string tokens = dir_.file("tokens");
   const std::string cert = dir_.file("server.pem");
   const std::string key = dir_.file("server.key");
