@@ -23,9 +23,13 @@ inline std::string file_text(const std::filesystem::path& path) {
 inline std::string file_section(const std::string& heading, const std::filesystem::path& path) {
   std::string text = "--- " + heading + " (" + path.string() + ")\n";
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return text + "(no such file)\n";
+  if (!std::filesystem::exists(path, ec)) {
+    return text + "(no such file)\n";
+  }
   const std::string body = file_text(path);
-  if (body.empty()) return text + "(empty)\n";
+  if (body.empty()) {
+    return text + "(empty)\n";
+  }
   return text + body + (body.back() == '\n' ? "" : "\n");
 }
 

@@ -34,6 +34,7 @@ class PoolDaemon {
                                      "--socket", socket_};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) {
       argv.push_back(a.data());
     }

@@ -43,7 +43,9 @@ struct ProcessOutput {
 // A wait status in words, for failure messages: "exited with status 1", "was killed by
 // signal 11 (Segmentation fault)".
 inline std::string describe_wait_status(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFEXITED(status)) {
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  }
   if (WIFSIGNALED(status)) {
     return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
            ::strsignal(WTERMSIG(status)) + ")";
@@ -74,6 +76,7 @@ inline ProcessOutput run_process(const std::vector<std::string>& argv,
     return result;
   }
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) {
     args.push_back(const_cast<char*>(a.c_str()));
   }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <system_error>
 
+#include "vmm/api/tls_transport.h"
 #include "vmm/io/unix_socket.h"
 
 namespace dsec::api {
@@ -173,11 +174,13 @@ Status ApiServer::launch(ThreadStart setup) {
   return ok();
 }
 
-Result<uint16_t> ApiServer::listen_on_tcp(const std::string& address, uint16_t port) {
+Result<uint16_t> ApiServer::listen_on_tcp(const std::string& address, uint16_t port,
+                                          std::shared_ptr<const TlsServerContext> tls) {
   if (tcp_listener_ || handler_ || stopped_) {
     return fail("the API listens on a TCP port already, or serves already");
   }
   tcp_listener_ = DSEC_TRY(listen_tcp(address, port));
+  tcp_tls_ = std::move(tls);
   sockaddr_storage bound{};
   socklen_t size = sizeof bound;
   if (::getsockname(tcp_listener_.get(), reinterpret_cast<sockaddr*>(&bound), &size) != 0) {
@@ -305,7 +308,8 @@ void ApiServer::accept_clients(int listener) {
       return;
     }
     if (connections_.size() >= max_connections_) {
-      log_refused(fmt::format("{} clients connected already", max_connections_));
+      refused_.log("closed new connection(s) at once",
+                   fmt::format("{} clients connected already", max_connections_));
       continue;
     }
     auto caller = caller_of(client.get(), listener == listener_.get());
@@ -318,44 +322,59 @@ void ApiServer::accept_clients(int listener) {
       const auto same = std::count_if(connections_.begin(), connections_.end(),
                                       [&](const auto& kv) { return kv.second.caller.key() == key; });
       if (static_cast<size_t>(same) >= max_connections_per_caller_) {
-        log_refused(fmt::format("{} has {} connections already, its most", key, same));
+        refused_.log("closed new connection(s) at once",
+                     fmt::format("{} has {} connections already, its most", key, same));
         continue;
       }
+    }
+    std::unique_ptr<Transport> transport;
+    if (listener == tcp_listener_.get() && tcp_tls_) {
+      auto session = tcp_tls_->session(client.get());
+      if (!session) {
+        spdlog::warn("api: {}; closing a client of {}", session.error().message(), caller->peer);
+        continue;
+      }
+      transport = std::move(*session);
+    } else {
+      transport = std::make_unique<PlainTransport>(client.get());
     }
     const uint64_t id = next_id_++;
     Connection& c = connections_[id];
     c.fd = std::move(client);
+    c.transport = std::move(transport);
     c.http = std::make_unique<HttpConnection>(limits_);
     c.caller = std::move(*caller);
     serve(id);
   }
 }
 
-void ApiServer::log_refused(const std::string& why) {
-  ++refused_;
+void ApiServer::ThrottledLog::log(const std::string& what, const std::string& last) {
+  ++count;
   const auto now = std::chrono::steady_clock::now();
-  if (now - refused_logged_ < std::chrono::seconds(5)) {
+  if (now - logged < std::chrono::seconds(5)) {
     return;
   }
-  spdlog::warn("api: closed {} new connection(s) at once; the last: {}", refused_, why);
-  refused_ = 0;
-  refused_logged_ = now;
+  spdlog::warn("api: {}: {}; the last: {}", what, count, last);
+  count = 0;
+  logged = now;
 }
 
 bool ApiServer::read_from(Connection& c) {
   std::array<char, size_t{16} * 1024> buffer{};
   while (c.http->wants_input()) {
-    const ssize_t n = ::recv(c.fd.get(), buffer.data(), buffer.size(), 0);
-    if (n > 0) {
-      c.http->receive({buffer.data(), static_cast<size_t>(n)});
-    } else if (n == 0) {
-      c.http->receive_eof();
-    } else if (errno == EINTR) {
-      continue;
-    } else if (errno == EAGAIN) {
-      return true;
-    } else {
-      return false;  // reset by the client: nobody to answer
+    const TransportIo io = c.transport->receive(buffer);
+    switch (io.kind) {
+      case TransportIo::Kind::kDone:
+        c.http->receive({buffer.data(), io.bytes});
+        break;
+      case TransportIo::Kind::kEof:
+        c.http->receive_eof();
+        break;
+      case TransportIo::Kind::kWouldBlock:
+        return true;
+      case TransportIo::Kind::kFailed:
+        transport_failed(c);
+        return false;  // reset by the client, or its TLS broken: nobody to answer
     }
   }
   return true;
@@ -363,19 +382,36 @@ bool ApiServer::read_from(Connection& c) {
 
 bool ApiServer::write_to(Connection& c) {
   while (!c.http->output().empty()) {
-    const auto out = c.http->output();
-    // MSG_NOSIGNAL: a client that went away is an EPIPE here, not a SIGPIPE for the VMM.
-    const ssize_t n = ::send(c.fd.get(), out.data(), out.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      c.http->consume_output(static_cast<size_t>(n));
-      c.sent_since_armed = true;
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return n < 0 && errno == EAGAIN;
+    const TransportIo io = c.transport->send(c.http->output());
+    switch (io.kind) {
+      case TransportIo::Kind::kDone:
+        c.http->consume_output(io.bytes);
+        c.sent_since_armed = true;
+        break;
+      case TransportIo::Kind::kWouldBlock:
+        return true;
+      case TransportIo::Kind::kEof:
+      case TransportIo::Kind::kFailed:
+        transport_failed(c);
+        return false;
     }
   }
   return true;
+}
+
+void ApiServer::transport_failed(const Connection& c) {
+  const std::string why = c.transport->failure();
+  if (why.empty()) {
+    return;  // the client went away
+  }
+  if (c.transport->established()) {
+    spdlog::debug("api: TLS with {} failed: {}", c.caller.peer, why);
+    return;
+  }
+  // A scanner, a client that does not trust the certificate, or plain HTTP on the TLS port:
+  // one line every few seconds, however many there are.
+  tls_failed_.log("closed TLS connection(s) whose handshake failed",
+                  fmt::format("{}: {}", c.caller.peer, why));
 }
 
 void ApiServer::serve(uint64_t id) {
@@ -401,9 +437,21 @@ void ApiServer::answer(uint64_t id, const HttpResponse& response) {
 }
 
 void ApiServer::serve_connection(uint64_t id, Connection& c) {
+  // Bytes a TLS session decrypted and holds are no event on the socket: while the connection
+  // takes input and the session holds some, serve it again rather than wait for one.
+  do {
+    if (!serve_once(id, c)) {
+      return;  // closed
+    }
+  } while (c.http->wants_input() && c.transport->has_buffered_input() &&
+           !c.http->awaiting_response());
+  watch_connection(id, c);
+}
+
+bool ApiServer::serve_once(uint64_t id, Connection& c) {
   if (!read_from(c)) {
     close_connection(id);
-    return;
+    return false;
   }
   // Answer every whole request, writing after each, so that a client's pipelined requests
   // find their answers in order and the output never grows past one answer per round.
@@ -418,25 +466,21 @@ void ApiServer::serve_connection(uint64_t id, Connection& c) {
     if (c.http->awaiting_response()) {
       break;  // answered later: answer() serves the connection again
     }
-    if (!write_to(c)) {
+    if (!write_to(c) || !read_from(c)) {
       close_connection(id);
-      return;
-    }
-    if (!read_from(c)) {
-      close_connection(id);
-      return;
+      return false;
     }
   }
-  if (!write_to(c)) {
+  if (!write_to(c) || c.http->finished()) {
     close_connection(id);
-    return;
+    return false;
   }
-  if (c.http->finished()) {
-    close_connection(id);
-    return;
-  }
-  const uint32_t events =
-      (c.http->wants_input() ? POLLIN : 0) | (c.http->output().empty() ? 0 : POLLOUT);
+  return true;
+}
+
+void ApiServer::watch_connection(uint64_t id, Connection& c) {
+  const uint32_t events = (c.http->wants_input() ? POLLIN : 0) |
+                          (c.http->output().empty() ? 0 : POLLOUT) | c.transport->wanted_events();
   if (events == 0 && c.http->awaiting_response()) {
     // The client shut its side and waits for the answer still to come: no watch until then.
     if (c.events != 0) {
@@ -485,7 +529,10 @@ void ApiServer::close_connection(uint64_t id) {
 
 void ApiServer::keep_deadline(uint64_t id, Connection& c) {
   using Phase = HttpConnection::Phase;
-  const Phase phase = c.http->phase();
+  // A TLS handshake is part of the first request's headers: a client that stalls in it is
+  // held no longer than one that stalls in its headers.
+  const bool handshake = !c.transport->established();
+  const Phase phase = handshake ? Phase::kHeaders : c.http->phase();
   // Receiving a request keeps the deadline its first byte set; sending keeps it while the
   // client reads nothing.
   const bool progress = phase == Phase::kSending && c.sent_since_armed;
@@ -498,7 +545,8 @@ void ApiServer::keep_deadline(uint64_t id, Connection& c) {
   }
   c.deadline_phase = phase;
   c.sent_since_armed = false;
-  const std::chrono::milliseconds timeout = c.http->phase_timeout();
+  const std::chrono::milliseconds timeout =
+      handshake ? limits_.header_timeout : c.http->phase_timeout();
   if (timeout.count() == 0) {
     return;  // the handler's time, or a deadline switched off
   }
@@ -518,14 +566,16 @@ void ApiServer::on_deadline(uint64_t id) {
   }
   it->second.deadline.reset();  // it fired
   using Phase = HttpConnection::Phase;
-  const auto timeout = it->second.http->phase_timeout();
+  const bool handshake = !it->second.transport->established();
+  const auto timeout = handshake ? limits_.header_timeout : it->second.http->phase_timeout();
   const char* why = "";
   switch (it->second.deadline_phase) {
     case Phase::kIdle:
       why = "sent no request for";
       break;
     case Phase::kHeaders:
-      why = "took longer for its request's headers than";
+      why = handshake ? "took longer for its TLS handshake than"
+                      : "took longer for its request's headers than";
       break;
     case Phase::kBody:
       why = "took longer for its request's body than";

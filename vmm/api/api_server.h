@@ -24,11 +24,14 @@
 #include <thread>
 
 #include "vmm/api/http_connection.h"
+#include "vmm/api/transport.h"
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/io/event_loop.h"
 
 namespace dsec::api {
+
+class TlsServerContext;
 
 class ApiServer {
  public:
@@ -53,9 +56,12 @@ class ApiServer {
   // Also serves on `address`:`port` (a numeric IPv4 or IPv6 address; port 0: a free port
   // the kernel picks), from serve() on; returns the port. Unlike the socket file no
   // permission guards it: whoever can reach the address can connect, so the handler must
-  // know its callers (HttpRequest::caller says who connected from where). Before serve();
-  // once only.
-  Result<uint16_t> listen_on_tcp(const std::string& address, uint16_t port);
+  // know its callers (HttpRequest::caller says who connected from where). With `tls`, every
+  // connection there speaks TLS (tls_transport): its handshake counts against the header
+  // timeout, and one that fails closes the connection (logged, a line every few seconds at
+  // most). Before serve(); once only.
+  Result<uint16_t> listen_on_tcp(const std::string& address, uint16_t port,
+                                 std::shared_ptr<const TlsServerContext> tls = nullptr);
   Result<uint16_t> listen_on_loopback(uint16_t port) { return listen_on_tcp("127.0.0.1", port); }
   Status launch(ThreadStart setup = {});
   // Answers every request with `handler` from now on, on the API thread (launched now if
@@ -89,6 +95,7 @@ class ApiServer {
  private:
   struct Connection {
     UniqueFd fd;
+    std::unique_ptr<Transport> transport;  // over fd, so after it: gone first
     std::unique_ptr<HttpConnection> http;
     io::WatchId watch{};
     uint32_t events = 0;    // what the watch waits for
@@ -110,13 +117,24 @@ class ApiServer {
   // watches for what the connection needs next (or closes it).
   void serve(uint64_t id);
   void serve_connection(uint64_t id, Connection& c);
+  // One round of serve_connection: false when it closed the connection.
+  bool serve_once(uint64_t id, Connection& c);
+  // Watches for what the connection needs next, or closes it when nothing can move.
+  void watch_connection(uint64_t id, Connection& c);
   // A deferred handler's answer to connection `id`'s request (gone: dropped).
   void answer(uint64_t id, const HttpResponse& response);
   bool read_from(Connection& c);
   bool write_to(Connection& c);
+  // Logs why the transport failed, when it says (a TLS handshake's failure, throttled).
+  void transport_failed(const Connection& c);
   void close_connection(uint64_t id);
-  // Logs a refused connection, at most one line every few seconds with the count.
-  void log_refused(const std::string& why);
+  // A warning that may come once a connection (refused, a failed TLS handshake): one line
+  // every few seconds at most, with how many there were since the last.
+  struct ThrottledLog {
+    uint64_t count = 0;
+    std::chrono::steady_clock::time_point logged{};
+    void log(const std::string& what, const std::string& last);
+  };
   // Arms, keeps or cancels connection `id`'s deadline for the phase it is in now.
   void keep_deadline(uint64_t id, Connection& c);
   void on_deadline(uint64_t id);
@@ -130,9 +148,9 @@ class ApiServer {
   HttpLimits limits_;
   size_t max_connections_ = kMaxConnections;
   size_t max_connections_per_caller_ = SIZE_MAX;
-  // Connections refused since the last line that said so (one line a few seconds at most).
-  uint64_t refused_ = 0;
-  std::chrono::steady_clock::time_point refused_logged_{};
+  std::shared_ptr<const TlsServerContext> tcp_tls_;  // listen_on_tcp()'s, if any
+  ThrottledLog refused_;
+  ThrottledLog tls_failed_;
   std::map<uint64_t, Connection> connections_;
   uint64_t next_id_ = 1;
   bool stopped_ = false;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "vmm/api/api_server.h"
+#include "vmm/api/tls_transport.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/jail/cgroup.h"
@@ -38,6 +39,8 @@ struct PoolOptions {
   std::optional<uint16_t> tcp_port;
   std::string tcp_address = "127.0.0.1";
   std::string tokens;
+  std::string tls_cert;
+  std::string tls_key;
   std::vector<uid_t> allow_uids;
   std::vector<gid_t> allow_gids;
   std::vector<std::string> allow_hosts;
@@ -129,6 +132,22 @@ Result<pool::AccessPolicy> access_policy(const PoolOptions& options) {
   return policy;
 }
 
+// The TCP listener's TLS: its certificate and key, both or neither, and only for --tcp-port.
+// Null without them: TCP in the clear, which the daemon warns of.
+Result<std::shared_ptr<const api::TlsServerContext>> tcp_tls(const PoolOptions& options) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return fail("--tls-cert and --tls-key go together", "give both, or neither");
+  }
+  if (options.tls_cert.empty()) {
+    return nullptr;
+  }
+  if (!options.tcp_port) {
+    return fail("--tls-cert and --tls-key are for the TCP listener",
+                "give --tcp-port too (the Unix socket is never TLS), or leave them out");
+  }
+  return DSEC_TRY(api::TlsServerContext::load(options.tls_cert, options.tls_key));
+}
+
 // The socket's mode: owner-only, unless other users may call (--allow-uid, --allow-gid).
 // Then anyone may connect, and SO_PEERCRED, read by the kernel at connect, is the check:
 // a file mode cannot name a set of users, and a caller not allowed gets 403 and nothing done.
@@ -161,6 +180,10 @@ int run_pool(const PoolOptions& options) {
     return fail_with(policy.error());
   }
   const pool::TenantAccess access(std::move(*policy));
+  auto tls = tcp_tls(options);
+  if (!tls) {
+    return fail_with(tls.error());
+  }
   if (auto fits = pool::check_socket_paths_fit(options.state_dir); !fits) {
     return fail_with(fits.error());
   }
@@ -209,12 +232,19 @@ int run_pool(const PoolOptions& options) {
     return fail_with(opened.error());
   }
   if (options.tcp_port) {
-    auto port = (*server)->listen_on_tcp(options.tcp_address, *options.tcp_port);
+    auto port = (*server)->listen_on_tcp(options.tcp_address, *options.tcp_port, *tls);
     if (!port) {
       return fail_with(port.error());
     }
     // On stderr, so that a caller that asked for port 0 learns which one it got.
-    spdlog::info("pool: serving on {}:{} too", options.tcp_address, *port);
+    spdlog::info("pool: serving on {}:{} too{}", options.tcp_address, *port,
+                 *tls ? ", over TLS" : "");
+    if (!*tls) {
+      spdlog::warn(
+          "pool: TCP without --tls-cert and --tls-key: tenants' bearer tokens and every request "
+          "travel in clear; keep {} on loopback or a network you trust",
+          options.tcp_address);
+    }
   }
   const std::string lock_path = state->path() + "/lock";
   pool::Pool pool((*server)->loop(), std::move(*state), std::move(*store),
@@ -275,7 +305,8 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
       "clients at once, 64 from one caller; idle and slow ones are closed at their "
       "deadlines). Callers are known: on the socket by their uid (SO_PEERCRED; the "
       "daemon's own user is the operator, others need --allow-uid or --allow-gid), on TCP by "
-      "a bearer token from --tokens; a sandbox answers only the tenant that acquired it. "
+      "a bearer token from --tokens (over TLS with --tls-cert and --tls-key, else in clear); a "
+      "sandbox answers only the tenant that acquired it. "
       "Every clone is jailed (docs/jail.md): a uid and gid of its own from "
       "--jail-ids, its own directory sandboxes/ID/ (its sockets and console) as its root, its "
       "own pid, mount, IPC, UTS and network namespaces, and a cgroup of its own under "
@@ -322,7 +353,8 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   pool->add_option("--tcp-port", options->tcp_port,
                    "Also serve the API on --tcp-address:PORT (0: a free port, logged at start); "
-                   "needs --tokens: every request there carries a tenant's bearer token");
+                   "needs --tokens: every request there carries a tenant's bearer token. In "
+                   "clear (logged as a warning) unless given --tls-cert and --tls-key");
   pool->add_option("--tcp-address", options->tcp_address,
                    "The numeric IPv4 or IPv6 address --tcp-port listens on (0.0.0.0: every "
                    "interface, so that workers on other hosts reach the node)")
@@ -332,6 +364,13 @@ void add_pool_command(CLI::App& app, CommandAction& action) {
                    "[max_sandboxes=N] [max_memory=SIZE]; read at start, refused unless owned by "
                    "root or the daemon's user and not writable by group or others nor readable "
                    "by others");
+  pool->add_option("--tls-cert", options->tls_cert,
+                   "Speak TLS (1.2 or newer) on --tcp-port with this certificate: a PEM file, "
+                   "the server's certificate first, then its chain. Needs --tls-key; the Unix "
+                   "socket stays plain");
+  pool->add_option("--tls-key", options->tls_key,
+                   "The PEM private key of --tls-cert, unencrypted; refused when others may read "
+                   "or write it (0600, or 0640 with a group of the daemon's)");
   pool->add_option("--allow-host", options->allow_hosts,
                    "A name a TCP request's Host header may give besides the listening address "
                    "and localhost forms (repeat it); others get 403 (DNS rebinding)")
