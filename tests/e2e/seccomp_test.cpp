@@ -56,7 +56,7 @@ ProcessOutput vmm_with_selftest(const std::string& role, const std::vector<std::
 std::string violation_of(const std::string& thread, const std::string& role) {
   return "dsec-vmm: seccomp: thread \"" + thread + "\" \\(role " + role +
          "\\) made forbidden syscall 41 \\(socket\\) with arguments 0x2, 0x80001, 0x0; "
-         "killing the VMM\n";
+         "killing the process\n";
 }
 
 // A sandbox (a clone of the shared warm image) that runs beside the VMMs the tests end.

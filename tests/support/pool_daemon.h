@@ -77,6 +77,7 @@ class PoolDaemon {
   }
 
   const std::string& socket() const { return socket_; }
+  pid_t pid() const { return pid_; }
   std::string log() const { return file_text(log_); }
   // Its image store: the default, STATE_DIR/images.
   const std::filesystem::path& image_dir() const { return image_dir_; }

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "vmm/api/tls_transport.h"
+#include "vmm/tls/tls_transport.h"
 #include "vmm/common/unique_fd.h"
 
 namespace dsec::test {
@@ -40,7 +40,7 @@ template <typename T>
 using OpenSslPtr = std::unique_ptr<T, OpenSslFree>;
 
 inline std::string openssl_error_text() {
-  return api::openssl_errors("");
+  return tls::openssl_errors("");
 }
 
 // A key and its certificate, signed by `issuer` (itself when null); nullptrs on failure.

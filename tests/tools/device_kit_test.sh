@@ -20,7 +20,7 @@ mkdir "$tmp/x"
 tar -C "$tmp/x" -xJf "$tmp/kit/kit.tar.xz"
 kit=$tmp/x/kit
 missing=
-for f in bin/dsec-vmm bin/qemu-system-x86_64 bin/kvm_tests bin/e2e_tests bin/busybox \
+for f in bin/dsec-vmm bin/dsec-vmm-pool bin/qemu-system-x86_64 bin/kvm_tests bin/e2e_tests bin/busybox \
   image/vmlinux image/bzImage image/initramfs.cpio share/qemu/bios-microvm.bin \
   lib/x86_64-linux-gnu/qemu/accel-tcg-x86_64.so MANIFEST; do
   [[ -s $kit/$f ]] || missing+=" $f"

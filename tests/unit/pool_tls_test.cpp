@@ -22,7 +22,8 @@
 #include "tests/support/test_tls.h"
 #include "tests/unit/pool_test_fixture.h"
 #include "vmm/api/api_server.h"
-#include "vmm/api/tls_transport.h"
+#include "vmm/tls/tls_transport.h"
+#include "vmm/pool/image_store.h"
 #include "vmm/pool/pool_api.h"
 #include "vmm/pool/tenant_access.h"
 
@@ -74,7 +75,7 @@ class PoolTlsTest : public ::testing::Test {
     ASSERT_TRUE(pki_.ca.cert && pki_.server.cert) << test::openssl_error_text();
     ASSERT_TRUE(pki_.server.write_cert(dir_.file("server.pem")));
     ASSERT_TRUE(pki_.server.write_key(dir_.file("server.key")));
-    auto tls = api::TlsServerContext::load(dir_.file("server.pem"), dir_.file("server.key"));
+    auto tls = tls::TlsServerContext::load(dir_.file("server.pem"), dir_.file("server.key"));
     ASSERT_TRUE(tls) << tls.error().message();
 
     auto server = api::ApiServer::bind(
@@ -86,15 +87,16 @@ class PoolTlsTest : public ::testing::Test {
     ASSERT_TRUE(port) << port.error().message();
     port_ = *port;
 
-    ASSERT_TRUE(test::write_stand_in_image(dir_.file("warm"), 6));
+    ASSERT_FALSE(test::write_store_image(dir_.file("images"), "base", 6).empty());
     auto state = StateDir::open(dir_.file("state"));
     ASSERT_TRUE(state) << state.error().message();
+    auto store = ImageStore::open(dir_.file("images"), {});
+    ASSERT_TRUE(store) << store.error().message();
     pool_ =
-        std::make_unique<Pool>(server_->loop(), std::move(*state),
+        std::make_unique<Pool>(server_->loop(), std::move(*state), std::move(*store),
                                std::make_unique<test_fixture::ShellLauncher>(test_fixture::kServes),
                                PoolOptions{.health_interval = 0ms});
-    ASSERT_TRUE(pool_->register_image(
-        {.name = "base", .snapshot_dir = dir_.file("warm"), .ready = 0, .max = 2}));
+    ASSERT_TRUE(pool_->register_image({.name = "base", .ready = 0, .max = 2}));
     router_ = std::make_shared<api::Router>(pool_router(*pool_, access_));
     ASSERT_TRUE(server_->serve_deferred(
         [router = router_](const api::HttpRequest& r, api::Responder respond) {
@@ -211,17 +213,17 @@ TEST_F(PoolTlsTest, AStalledHandshakeIsClosedAtTheHeaderTimeoutNotTheIdleOne) {
 
 TEST_F(PoolTlsTest, AKeyOthersMayReadIsRefusedAndSoIsAKeyOfAnotherCertificate) {
   ASSERT_TRUE(pki_.server.write_key(dir_.file("open.key"), 0644));
-  const auto open = api::TlsServerContext::load(dir_.file("server.pem"), dir_.file("open.key"));
+  const auto open = tls::TlsServerContext::load(dir_.file("server.pem"), dir_.file("open.key"));
   ASSERT_FALSE(open);
   EXPECT_THAT(open.error().message(), HasSubstr("can be read or written by others (mode 0644)"));
   EXPECT_THAT(open.error().message(), HasSubstr("chmod o-rwx"));
 
   ASSERT_TRUE(pki_.ca.write_key(dir_.file("ca.key")));
-  const auto mismatch = api::TlsServerContext::load(dir_.file("server.pem"), dir_.file("ca.key"));
+  const auto mismatch = tls::TlsServerContext::load(dir_.file("server.pem"), dir_.file("ca.key"));
   ASSERT_FALSE(mismatch);
   EXPECT_THAT(mismatch.error().message(), HasSubstr("is not the key of the certificate"));
 
-  const auto missing = api::TlsServerContext::load(dir_.file("none.pem"), dir_.file("server.key"));
+  const auto missing = tls::TlsServerContext::load(dir_.file("none.pem"), dir_.file("server.key"));
   ASSERT_FALSE(missing);
   EXPECT_THAT(missing.error().message(), HasSubstr("--tls-cert"));
 }

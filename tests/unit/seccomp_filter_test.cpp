@@ -3,6 +3,7 @@
 // is ended, with the report line, by one it forbids; the lists keep out what no role may do.
 #include <fcntl.h>
 #include <gmock/gmock.h>
+#include <sched.h>
 #include <gtest/gtest.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 #include <array>
 #include <condition_variable>
 #include <cstdlib>
@@ -113,6 +115,41 @@ TEST(SeccompFilter, NoRoleStartsProgramsTracesOrMakesExecutableMemory) {
   }
 }
 
+// The pool daemon's list (role pool) starts threads, but never a program: clone only with
+// CLONE_THREAD, clone3 only as a failure (ENOSYS), and its signal handlers stay (the
+// violation report).
+TEST(SeccompFilter, ThePoolDaemonStartsThreadsButNoProgramNorExecutableMemory) {
+  EXPECT_TRUE(Filter::build(Role::kPoolDaemon, ViolationAction::kTrap).has_value());
+  EXPECT_EQ(role_named("pool"), Role::kPoolDaemon);
+  for (const SyscallRule& rule : allow_list(Role::kPoolDaemon)) {
+    for (const char* never :
+         {"execve", "execveat", "fork", "vfork", "ptrace", "process_vm_writev", "process_vm_readv",
+          "kexec_load", "init_module", "finit_module", "bpf", "perf_event_open", "mount",
+          "pivot_root", "setuid", "setgid", "chroot", "pkey_mprotect", "unshare",
+          "setns", "io_uring_setup", "io_uring_register"}) {
+      EXPECT_NE(rule.syscall, never);
+    }
+    if (rule.syscall == "clone") {
+      EXPECT_THAT(rule.conditions,
+                  testing::ElementsAre(ArgCondition{0, CLONE_THREAD, CLONE_THREAD}));
+    }
+    if (rule.syscall == "clone3") {
+      EXPECT_EQ(rule.error, ENOSYS);
+    }
+    if (rule.syscall == "rt_sigaction") {  // glibc's own signals, never SIGSYS
+      ASSERT_EQ(rule.conditions.size(), 1U);
+      EXPECT_NE(rule.conditions[0].value, static_cast<uint64_t>(SIGSYS));
+      EXPECT_EQ(rule.conditions[0].mask, ~uint64_t{0});
+    }
+    if (rule.syscall == "mmap" || rule.syscall == "mprotect") {
+      EXPECT_THAT(rule.conditions, testing::Contains(ArgCondition{2, PROT_EXEC, 0}));
+    }
+    if (rule.syscall == "socket") {
+      EXPECT_THAT(rule.conditions, testing::Contains(ArgCondition{0, ~uint64_t{0}, AF_UNIX}));
+    }
+  }
+}
+
 TEST(SeccompFilter, AnAllowedCallLeavesTheThreadRunning) {
   const ChildEnd end = in_child("dsec-vcpu0", [] {
     if (!filtered(Role::kVcpu)) {
@@ -131,7 +168,7 @@ TEST(SeccompFilter, AForbiddenCallEndsTheProcessNamingTheThreadAndTheCall) {
   EXPECT_EQ(end.exit_status(), kViolationExitStatus) << end.err;
   EXPECT_EQ(end.err,
             "dsec-vmm: seccomp: thread \"dsec-vcpu0\" (role vcpu) made forbidden syscall 41 "
-            "(socket) with arguments 0x1, 0x1, 0x0; killing the VMM\n");
+            "(socket) with arguments 0x1, 0x1, 0x0; killing the process\n");
 }
 
 TEST(SeccompFilter, ArgumentRulesAllowOnlyTheNamedIoctlsAndSocketDomains) {
@@ -230,7 +267,9 @@ TEST(SeccompPolicy, TheSelftestMakesItsRolesThreadCallWhatNoRoleMay) {
 TEST(SeccompDocs, ThePageCountsAndNamesWhatEachRoleMayCall) {
   const std::string page = test::file_text(dsec::test::source_path("/docs/seccomp.md"));
   ASSERT_FALSE(page.empty());
-  for (const Role role : kAllRoles) {
+  std::vector<Role> roles(kAllRoles.begin(), kAllRoles.end());
+  roles.push_back(Role::kPoolDaemon);
+  for (const Role role : roles) {
     std::set<std::string_view> calls;
     std::set<uint64_t> requests;
     for (const SyscallRule& rule : allow_list(role)) {

@@ -17,7 +17,6 @@
 #include <optional>
 #include <system_error>
 
-#include "vmm/api/tls_transport.h"
 #include "vmm/io/unix_socket.h"
 
 namespace dsec::api {
@@ -175,7 +174,7 @@ Status ApiServer::launch(ThreadStart setup) {
 }
 
 Result<uint16_t> ApiServer::listen_on_tcp(const std::string& address, uint16_t port,
-                                          std::shared_ptr<const TlsServerContext> tls) {
+                                          std::shared_ptr<const TransportFactory> tls) {
   if (tcp_listener_ || handler_ || stopped_) {
     return fail("the API listens on a TCP port already, or serves already");
   }

@@ -31,8 +31,6 @@
 
 namespace dsec::api {
 
-class TlsServerContext;
-
 class ApiServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
@@ -57,11 +55,11 @@ class ApiServer {
   // the kernel picks), from serve() on; returns the port. Unlike the socket file no
   // permission guards it: whoever can reach the address can connect, so the handler must
   // know its callers (HttpRequest::caller says who connected from where). With `tls`, every
-  // connection there speaks TLS (tls_transport): its handshake counts against the header
+  // connection there speaks TLS (vmm/tls): its handshake counts against the header
   // timeout, and one that fails closes the connection (logged, a line every few seconds at
   // most). Before serve(); once only.
   Result<uint16_t> listen_on_tcp(const std::string& address, uint16_t port,
-                                 std::shared_ptr<const TlsServerContext> tls = nullptr);
+                                 std::shared_ptr<const TransportFactory> tls = nullptr);
   Result<uint16_t> listen_on_loopback(uint16_t port) { return listen_on_tcp("127.0.0.1", port); }
   Status launch(ThreadStart setup = {});
   // Answers every request with `handler` from now on, on the API thread (launched now if
@@ -148,7 +146,7 @@ class ApiServer {
   HttpLimits limits_;
   size_t max_connections_ = kMaxConnections;
   size_t max_connections_per_caller_ = SIZE_MAX;
-  std::shared_ptr<const TlsServerContext> tcp_tls_;  // listen_on_tcp()'s, if any
+  std::shared_ptr<const TransportFactory> tcp_tls_;  // listen_on_tcp()'s, if any
   ThrottledLog refused_;
   ThrottledLog tls_failed_;
   std::map<uint64_t, Connection> connections_;

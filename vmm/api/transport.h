@@ -1,7 +1,9 @@
 // What an API connection's bytes travel through: the socket itself, or a TLS session over it
-// (tls_transport). The server (api_server) reads and writes through this interface only, so
-// that HttpConnection and the server's loop are the same for both, and every TLS call lives
-// in one module.
+// (vmm/tls). The server (api_server) reads and writes through this interface only, and makes
+// a TCP connection's transport through a TransportFactory, so that HttpConnection and the
+// server's loop are the same for both, every TLS call lives in one module, and only the
+// programs that speak TLS (the pool daemon) link OpenSSL: never the VMM, which every
+// sandbox maps.
 //
 // Both kinds are non-blocking: a call that cannot go on now says kWouldBlock, and
 // wanted_events() says what the transport waits for beyond what HTTP wants (a TLS session
@@ -14,9 +16,12 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "vmm/common/error.h"
 
 namespace dsec::api {
 
@@ -45,6 +50,15 @@ class Transport {
   virtual bool has_buffered_input() const { return false; }
   // Why the last kFailed happened, for the log; empty when the peer just went away.
   virtual std::string failure() const { return {}; }
+};
+
+// Makes the transport of each connection accepted on a listener (TLS: a session).
+class TransportFactory {
+ public:
+  virtual ~TransportFactory() = default;
+  // A transport over the accepted, non-blocking socket `fd`, which stays the caller's and
+  // must outlive the transport.
+  virtual Result<std::unique_ptr<Transport>> session(int fd) const = 0;
 };
 
 // The socket's bytes as they are: HTTP in the clear.

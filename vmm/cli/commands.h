@@ -36,7 +36,7 @@ void add_snapshot_command(CLI::App& app, CommandAction& action);
 // `dsec-vmm exec` and `dsec-vmm cp`: through a running guest's agent (exec.cpp).
 void add_exec_command(CLI::App& app, CommandAction& action);
 
-// `dsec-vmm pool`: the node's sandbox pool daemon (pool.cpp).
+// `dsec-vmm pool`: executes the pool daemon, dsec-vmm-pool (pool.cpp).
 void add_pool_command(CLI::App& app, CommandAction& action);
 
 // `dsec-vmm image list`: sandbox images in the cache (image.cpp).

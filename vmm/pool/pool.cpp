@@ -272,7 +272,7 @@ PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
       (void)loop_.remove_watch(*ready_watch);
     }
     (void)signal_pidfd(s.pidfd.get(), SIGKILL);
-    (void)reap_pidfd(s.pidfd.get());
+    (void)launcher_->reap(s.pidfd.get(), s.record.process.pid);
     ++counters_.refill_errors;
     remove(id);
     return std::unexpected(
@@ -333,7 +333,7 @@ void Pool::on_exit(const std::string& id) {
     return;
   }
   Sandbox& s = *it->second;
-  const ProcessEnd end = reap_pidfd(s.pidfd.get());
+  const ProcessEnd end = launcher_->reap(s.pidfd.get(), s.record.process.pid);
   std::string how = end.how;
   if (s.jail_id && end.exit_status == jail::kExitOomKilled) {
     ++counters_.oom_killed;
@@ -950,7 +950,7 @@ void Pool::shutdown() {
   agent_requests_.clear();
   std::vector<std::string> ids;
   for (auto& [id, s] : sandboxes_) {
-    (void)reap_pidfd(s->pidfd.get());
+    (void)launcher_->reap(s->pidfd.get(), s->record.process.pid);
     ids.push_back(id);
   }
   for (const auto& id : ids) {

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "vmm/jail/jail_config.h"
+#include "vmm/pool/launcher_process.h"
 #include "vmm/pool/sandbox_dir.h"
 
 namespace dsec::pool {
@@ -174,8 +175,15 @@ Result<LaunchedVmm> RestoreLauncher::launch(const CloneLaunch& clone) {
   if (clone.jail_id) {
     DSEC_TRY(give_sandbox_dir(clone.dir, *clone.jail_id));
   }
-  return spawn_with_ready_pipe(restore_argv(vmm_binary_, clone, limits_, extra_args_),
-                               clone.files.log, {clone.state_fd, clone.memory_fd});
+  const auto argv = restore_argv(vmm_binary_, clone, limits_, extra_args_);
+  if (process_) {
+    return process_->spawn(argv, clone.files.log, {clone.state_fd, clone.memory_fd});
+  }
+  return spawn_with_ready_pipe(argv, clone.files.log, {clone.state_fd, clone.memory_fd});
+}
+
+ProcessEnd RestoreLauncher::reap(int pidfd, pid_t pid) {
+  return process_ ? process_->reap(pid) : reap_pidfd(pidfd);
 }
 
 bool RestoreLauncher::forget(const std::string& sandbox_dir) {

@@ -11,7 +11,10 @@
 // API sockets and its console file; its cgroup is <cgroup parent>/<basename of DIR>.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +83,9 @@ class VmmLauncher {
   // pool calls remove_left() again a little later, until it is true.
   virtual bool forget(const std::string& /*sandbox_dir*/) { return true; }
   virtual bool remove_left() { return true; }
+  // Reaps the VMM `pid` behind `pidfd` if it has ended (never waits), and says how it
+  // ended: launch()'s children are this process's own, reaped through their pidfds.
+  virtual ProcessEnd reap(int pidfd, pid_t /*pid*/) { return reap_pidfd(pidfd); }
 };
 
 // The descriptors a clone inherits from the daemon besides 0-2: its ready pipe, then its
@@ -103,13 +109,20 @@ std::vector<std::string> restore_argv(const std::string& vmm_binary, const Clone
                                       const CloneLimits& limits,
                                       const std::vector<std::string>& extra_args);
 
+class LauncherProcess;
+
 class RestoreLauncher final : public VmmLauncher {
  public:
-  RestoreLauncher(std::string vmm_binary, CloneLimits limits, std::vector<std::string> extra_args)
+  // With `process` (launcher_process.h), every VMM is started and reaped by that process,
+  // the daemon's unfiltered child; without it, by this process.
+  RestoreLauncher(std::string vmm_binary, CloneLimits limits, std::vector<std::string> extra_args,
+                  std::shared_ptr<LauncherProcess> process = nullptr)
       : vmm_binary_(std::move(vmm_binary)),
         limits_(std::move(limits)),
-        extra_args_(std::move(extra_args)) {}
+        extra_args_(std::move(extra_args)),
+        process_(std::move(process)) {}
   Result<LaunchedVmm> launch(const CloneLaunch& clone) override;
+  ProcessEnd reap(int pidfd, pid_t pid) override;
   // Its cgroup, which its supervisor removes as it exits, stays behind when the supervisor
   // was killed (SIGKILL to a clone's process group, the pool's last resort): removed here,
   // once the processes still in it (the VMM, dying of its parent-death signal) are gone;
@@ -126,6 +139,7 @@ class RestoreLauncher final : public VmmLauncher {
   std::string vmm_binary_;
   CloneLimits limits_;
   std::vector<std::string> extra_args_;
+  std::shared_ptr<LauncherProcess> process_;
   std::vector<LeftCgroup> left_cgroups_;
 };
 

@@ -338,6 +338,8 @@ std::vector<SyscallRule> allow_list(Role role) {
       return api();
     case Role::kProfiler:
       return profiler();
+    case Role::kPoolDaemon:
+      return pool_daemon_allow_list();
   }
   return {};
 }

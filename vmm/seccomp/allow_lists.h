@@ -26,6 +26,9 @@ struct ArgCondition {
 struct SyscallRule {
   std::string_view syscall;
   std::vector<ArgCondition> conditions;
+  // Not 0: the call is not allowed but fails with this errno (the pool daemon's clone3,
+  // ENOSYS, so that glibc starts threads with clone, whose flags a filter can read).
+  int error = 0;
 
   bool operator==(const SyscallRule&) const = default;
 };
@@ -34,6 +37,9 @@ struct SyscallRule {
 // may signal only its own process's threads), so it is made at run time, for the calling
 // process.
 std::vector<SyscallRule> allow_list(Role role);
+
+// The pool daemon's list (pool_allow_list.cpp), which allow_list(Role::kPoolDaemon) returns.
+std::vector<SyscallRule> pool_daemon_allow_list();
 
 // What the sanitizer runtime of an ASan build (-DDSEC_SANITIZE=ON, a test build) needs in
 // every thread, on top of its role's list: LeakSanitizer's check as the process exits

@@ -16,6 +16,9 @@ std::string describe(const SyscallRule& rule) {
   for (const ArgCondition& c : rule.conditions) {
     text += fmt::format(" (arg{} & {:#x}) == {:#x}", c.arg, c.mask, c.value);
   }
+  if (rule.error != 0) {
+    text += fmt::format(" fails with errno {}", rule.error);
+  }
   return text;
 }
 
@@ -32,7 +35,8 @@ Status add_rule(scmp_filter_ctx ctx, const SyscallRule& rule) {
     comparisons.push_back({c.arg, SCMP_CMP_MASKED_EQ, c.mask, c.value});
   }
   const int rc = seccomp_rule_add_array(
-      ctx, SCMP_ACT_ALLOW, number, static_cast<unsigned>(comparisons.size()), comparisons.data());
+      ctx, rule.error != 0 ? SCMP_ACT_ERRNO(static_cast<uint16_t>(rule.error)) : SCMP_ACT_ALLOW,
+      number, static_cast<unsigned>(comparisons.size()), comparisons.data());
   if (rc != 0) {
     return fail_errno("seccomp: cannot add the rule " + describe(rule), -rc);
   }
@@ -88,6 +92,17 @@ Filter::~Filter() {
 Status Filter::load() const {
   if (const int rc = seccomp_load(ctx_); rc != 0) {
     return fail_errno("seccomp: cannot load the thread's filter", -rc,
+                      "does this kernel have seccomp filters? --seccomp=off runs without them");
+  }
+  return ok();
+}
+
+Status Filter::load_all_threads() const {
+  if (const int rc = seccomp_attr_set(ctx_, SCMP_FLTATR_CTL_TSYNC, 1); rc != 0) {
+    return fail_errno("seccomp: cannot ask for the filter in every thread (TSYNC)", -rc);
+  }
+  if (const int rc = seccomp_load(ctx_); rc != 0) {
+    return fail_errno("seccomp: cannot load the process's filter into every thread", -rc,
                       "does this kernel have seccomp filters? --seccomp=off runs without them");
   }
   return ok();

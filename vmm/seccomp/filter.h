@@ -26,6 +26,9 @@ class Filter {
   // Sets no_new_privs on the calling thread (a filter needs it without CAP_SYS_ADMIN) and
   // loads the filter into it. A thread cannot lose a filter once it has one.
   Status load() const;
+  // The same into every thread of the process at once (TSYNC), for a process with one role
+  // (the pool daemon); fails when a thread has a filter of its own already.
+  Status load_all_threads() const;
 
  private:
   explicit Filter(scmp_filter_ctx ctx) : ctx_(ctx) {}

@@ -95,6 +95,20 @@ Status Policy::apply(Role role) const {
   return ok();
 }
 
+Status Policy::apply_to_process(Role role) const {
+  if (mode != Mode::kOff) {
+    prepare_process();
+    prepare_process_violation_report(role);
+    const auto filter = DSEC_TRY(
+        Filter::build(role, mode == Mode::kLog ? ViolationAction::kLog : ViolationAction::kTrap));
+    DSEC_TRY(filter.load_all_threads());
+  }
+  if (selftest == role) {
+    provoke_violation(role);
+  }
+  return ok();
+}
+
 void prepare_process() {
   static std::once_flag once;
   std::call_once(once, [] {

@@ -34,6 +34,9 @@ struct Policy {
   // report of a violation with the thread's name: name the thread first. Then runs the
   // self-test if it names `role`.
   Status apply(Role role) const;
+  // The same, for every thread of the process at once (the pool daemon, whose threads all
+  // have `role`, and those it starts later inherit it).
+  Status apply_to_process(Role role) const;
 
   bool operator==(const Policy&) const = default;
 };

@@ -18,6 +18,8 @@ std::string_view role_name(Role role) {
       return "api";
     case Role::kProfiler:
       return "profiler";
+    case Role::kPoolDaemon:
+      return "pool";
   }
   return "?";
 }
@@ -27,6 +29,9 @@ std::optional<Role> role_named(std::string_view name) {
     if (role_name(role) == name) {
       return role;
     }
+  }
+  if (role_name(Role::kPoolDaemon) == name) {
+    return Role::kPoolDaemon;
   }
   return std::nullopt;
 }

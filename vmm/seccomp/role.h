@@ -18,13 +18,17 @@ enum class Role : uint8_t {
   kSignals,       // "dsec-signals": SIGINT, SIGTERM and SIGUSR1 from a signalfd
   kApi,           // "dsec-api": the API socket's loop and its requests
   kProfiler,      // "dsec-profiler": kicks the vCPUs for --profile-guest's samples
+  // Not a VMM's: every thread of the pool daemon (dsec-vmm-pool), whose filter goes into
+  // all of them at once (pool_allow_list.cpp).
+  kPoolDaemon,
 };
 
 inline constexpr std::array kAllRoles{Role::kMain,         Role::kVcpu,    Role::kEventLoop,
                                       Role::kConsoleInput, Role::kSignals, Role::kApi,
                                       Role::kProfiler};
 
-// "main", "vcpu", "io", "console", "signals", "api", "profiler": the role's name in logs,
+// kAllRoles are the VMM's roles; kPoolDaemon is the daemon's.
+// "main", "vcpu", "io", "console", "signals", "api", "profiler", "pool": the role's name in logs,
 // in docs/seccomp.md and in DSEC_SECCOMP_SELFTEST.
 std::string_view role_name(Role role);
 std::optional<Role> role_named(std::string_view name);

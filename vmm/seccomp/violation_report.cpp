@@ -83,6 +83,9 @@ struct ThreadReport {
   const SyscallNames* names = nullptr;
 };
 thread_local ThreadReport t_report;  // NOLINT: per thread, read by its SIGSYS handler
+// A process whose one filter went into every thread at once (the pool daemon): the report
+// of a thread that prepared none of its own.
+ThreadReport g_process_report;  // NOLINT: written once, before the filter loads
 
 Line prefix_for(std::string_view thread_name, std::string_view role) {
   Line line;
@@ -114,17 +117,19 @@ void finish(Line& line, int syscall, bool native, const SyscallNames* names,
     line.add_hex(argument);
     separator = ", ";
   }
-  line.add("; killing the VMM\n");
+  line.add("; killing the process\n");
 }
 
 void on_sigsys(int /*signo*/, siginfo_t* info, void* context) {
-  // A thread without a report has no filter either: the SIGSYS came from elsewhere.
-  Line line = t_report.names != nullptr ? t_report.prefix : prefix_for("?", "none");
+  // A thread without a report has no filter either (unless the process's filter is in
+  // every thread): the SIGSYS came from elsewhere.
+  const ThreadReport& report = t_report.names != nullptr ? t_report : g_process_report;
+  Line line = report.names != nullptr ? report.prefix : prefix_for("?", "none");
   const auto& registers = static_cast<const ucontext_t*>(context)->uc_mcontext.gregs;
   const std::array<unsigned long, 3> arguments = {static_cast<unsigned long>(registers[REG_RDI]),
                                                   static_cast<unsigned long>(registers[REG_RSI]),
                                                   static_cast<unsigned long>(registers[REG_RDX])};
-  finish(line, info->si_syscall, info->si_arch == AUDIT_ARCH_X86_64, t_report.names, arguments);
+  finish(line, info->si_syscall, info->si_arch == AUDIT_ARCH_X86_64, report.names, arguments);
   const auto text = line.text();
   [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, text.data(), text.size());
   ::_exit(kViolationExitStatus);
@@ -150,6 +155,12 @@ void prepare_violation_report(Role role) {
   }
   t_report.prefix = prefix_for(name.data(), role_name(role));
   t_report.names = &syscall_names();
+  install_handler();
+}
+
+void prepare_process_violation_report(Role role) {
+  g_process_report.prefix = prefix_for("*", role_name(role));
+  g_process_report.names = &syscall_names();
   install_handler();
 }
 

@@ -1,5 +1,6 @@
-// TLS for the API's TCP listener (OpenSSL 3): the server's certificate and key, loaded once
-// (TlsServerContext), and one TLS session per accepted connection (a Transport), driven
+// TLS for an API server's TCP listener (OpenSSL 3), linked only into the pool daemon
+// (dsec-vmm-pool): the server's certificate and key, loaded once (TlsServerContext, the
+// listener's TransportFactory), and one TLS session per accepted connection, driven
 // without blocking by the server's event loop. The handshake happens inside the first
 // receive() calls; until it is done the connection is not established() and carries no
 // request.
@@ -18,7 +19,7 @@
 #include "vmm/api/transport.h"
 #include "vmm/common/error.h"
 
-namespace dsec::api {
+namespace dsec::tls {
 
 struct OpenSslDeleter {
   void operator()(SSL_CTX* ctx) const;
@@ -30,7 +31,7 @@ struct OpenSslDeleter {
 // number"; several joined by "; "), emptied; `none` when it holds nothing.
 std::string openssl_errors(const char* none = "no reason given");
 
-class TlsServerContext {
+class TlsServerContext final : public api::TransportFactory {
  public:
   // Reads the certificate chain (PEM, the server's certificate first) and its private key
   // (PEM). The key file is refused when others may read or write it: the key must stay the
@@ -39,7 +40,7 @@ class TlsServerContext {
                                                         const std::string& key_path);
   // A session over the accepted, non-blocking socket `fd`, which stays the caller's and must
   // outlive the session.
-  Result<std::unique_ptr<Transport>> session(int fd) const;
+  Result<std::unique_ptr<api::Transport>> session(int fd) const override;
 
  private:
   TlsServerContext(std::unique_ptr<SSL_CTX, OpenSslDeleter> ctx,
@@ -50,4 +51,4 @@ class TlsServerContext {
   std::unique_ptr<BIO_METHOD, OpenSslDeleter> socket_bio_;
 };
 
-}  // namespace dsec::api
+}  // namespace dsec::tls

@@ -1,4 +1,4 @@
-#include "vmm/api/tls_transport.h"
+#include "vmm/tls/tls_transport.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -19,7 +19,10 @@
 
 #include "vmm/common/unique_fd.h"
 
-namespace dsec::api {
+namespace dsec::tls {
+
+using api::Transport;
+using api::TransportIo;
 
 void OpenSslDeleter::operator()(SSL_CTX* ctx) const {
   SSL_CTX_free(ctx);
@@ -307,4 +310,4 @@ Result<std::unique_ptr<Transport>> TlsServerContext::session(int fd) const {
   return std::unique_ptr<Transport>(new TlsTransport(std::move(ssl)));
 }
 
-}  // namespace dsec::api
+}  // namespace dsec::tls
