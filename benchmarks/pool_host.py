@@ -179,8 +179,8 @@ def percentiles(values):
 
 def run_staged(build_dir, name, run):
     """What both pool benchmarks start with: checks that dsec-vmm sandboxes can run here
-    (else exit 2), stages dsec-vmm and the default image's kernel and initramfs in a fresh
-    directory on a local tmpfs, and exits with run(work, probe, staged)'s status once the
+    (else exit 2), stages dsec-vmm (and dsec-vmm-pool) and the default image's kernel and
+    initramfs in a fresh directory on a local tmpfs, and exits with run(work, probe, staged)'s status once the
     directory is removed. On a tmpfs because Unix sockets cannot be bound on the test bed's
     9p /tmp, and because the snapshot's memory file is then in the page cache, as on a
     pool's host."""
@@ -191,8 +191,10 @@ def run_staged(build_dir, name, run):
         sys.exit(2)
     work = host.local_work_dir(name + "-")
     try:
-        code = run(work, probe, host.stage(work, {"dsec-vmm": vmm, "kernel": image / "kernel",
-                                                   "initrd": image / "initrd"}))
+        # dsec-vmm-pool beside dsec-vmm: `dsec-vmm pool` executes it from its own directory.
+        staged = host.stage(work, {"dsec-vmm": vmm, "dsec-vmm-pool": vmm.parent / "dsec-vmm-pool",
+                                   "kernel": image / "kernel", "initrd": image / "initrd"})
+        code = run(work, probe, staged)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     sys.exit(code)

@@ -312,7 +312,7 @@ TEST(Pool, AHungVmmIsReportedLostKilledAndReplaced) {
 
 // An exec runs on a thread of the daemon's own: a long one holds neither the daemon's other
 // clients nor its other sandboxes.
-TEST(Pool, ALongExecHoldsNoOtherRequest) {
+TEST(Pool, ALongExecHoldsNoOtherRequestAndEndsWhenItsClientLeaves) {
   const auto& image = warm_image();
   ASSERT_TRUE(image.failure.empty()) << image.failure;
   TempDir dir(local_base());
@@ -343,6 +343,29 @@ TEST(Pool, ALongExecHoldsNoOtherRequest) {
   const auto slept = slow.get();
   ASSERT_EQ(slept.status, 200) << slept.body;
   EXPECT_EQ(json::parse(slept.body)["exit"], json({{"kind", "exited"}, {"code", 0}}));
+
+  // An exec whose client leaves before its answer ends: its command is killed in the guest.
+  {
+    auto fd = io::connect_unix(daemon.socket().string());
+    ASSERT_TRUE(fd) << fd.error().message();
+    const std::string body = R"({"argv": ["sh", "-c", "echo $$ >/tmp/left; exec sleep 600"]})";
+    const std::string request = "POST /sandboxes/" + id + "/exec HTTP/1.1\r\nHost: pool\r\n" +
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                                body;
+    ASSERT_EQ(::send(fd->get(), request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    ASSERT_TRUE(eventually([&] {
+      const auto started = daemon.request("POST", "/sandboxes/" + id + "/exec",
+                                          R"({"argv": ["cat", "/tmp/left"]})");
+      return started.status == 200 && !json::parse(started.body).value("stdout", "").empty();
+    })) << daemon.log();
+  }  // the client leaves
+  EXPECT_TRUE(eventually([&] {
+    const auto alive = daemon.request(
+        "POST", "/sandboxes/" + id + "/exec",
+        R"({"argv": ["sh", "-c", "kill -0 $(cat /tmp/left) 2>/dev/null && echo alive || echo ended"]})");
+    return alive.status == 200 && json::parse(alive.body).value("stdout", "") == "ended\n";
+  })) << "the command of an exec whose client left still runs";
   EXPECT_TRUE(WIFEXITED(daemon.stop(SIGTERM)));
 }
 

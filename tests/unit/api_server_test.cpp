@@ -12,7 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <memory>
+#include <mutex>
+#include <vector>
 #include <fstream>
 #include <future>
 #include <string>
@@ -228,6 +232,61 @@ TEST(ApiServerDeferred, AnAnswerGivenLaterReachesItsClientWhileOthersAreServed) 
   EXPECT_THAT(late, StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(late, HasSubstr(R"({"late":1})"));
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+}
+
+// A request answered later carries its client's presence: marked gone when the client
+// closes its connection before the answer (so work done for it alone can stop), never when
+// the client waits for and reads its answer.
+TEST(ApiServerDeferred, AClientThatLeavesBeforeItsAnswerIsMarkedGoneAndOneThatWaitsIsNot) {
+  test::TempDir dir;
+  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
+  ApiServer* raw = server.get();
+  std::mutex mutex;
+  std::vector<std::shared_ptr<ClientPresence>> clients;
+  std::atomic<int> stopped{0};
+  ASSERT_OK(server->serve_deferred([&, raw](const HttpRequest& r, Responder respond) {
+    r.client->on_gone([&stopped] { ++stopped; });
+    {
+      const std::lock_guard lock(mutex);
+      clients.push_back(r.client);
+    }
+    ASSERT_TRUE(raw->loop().add_timer(std::chrono::milliseconds(r.path == "/slow" ? 3000 : 300),
+                                      [respond = std::move(respond)]() mutable {
+                                        respond(HttpResponse::json(nlohmann::json{{"late", 1}}));
+                                      }));
+  }));
+  const auto presence = [&](size_t i) {
+    const std::lock_guard lock(mutex);
+    return i < clients.size() ? clients[i] : nullptr;
+  };
+  // One that waits: answered, never gone.
+  ApiClient waiting(dir.file("api.sock"), std::chrono::seconds(10));
+  ASSERT_OK_AND_ASSIGN(auto answered, waiting.get("/fast"));
+  EXPECT_EQ(answered.at("late"), 1);
+  ASSERT_NE(presence(0), nullptr);
+  EXPECT_FALSE(presence(0)->gone());
+  // One that leaves: gone at once, its stop run once, long before its answer would come.
+  {
+    auto fd = io::connect_unix(dir.file("api.sock"));
+    ASSERT_TRUE(fd) << fd.error().message();
+    const std::string request = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(::send(fd->get(), request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (presence(1) == nullptr && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_NE(presence(1), nullptr);
+    EXPECT_FALSE(presence(1)->gone()) << "still connected";
+  }  // closed
+  const auto left = std::chrono::steady_clock::now();
+  while (!presence(1)->gone() && std::chrono::steady_clock::now() - left < std::chrono::seconds(2)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(presence(1)->gone());
+  EXPECT_LT(std::chrono::steady_clock::now() - left, std::chrono::milliseconds(2000));
+  EXPECT_EQ(stopped.load(), 1);
+  server->stop();
 }
 
 // Each request carries who connected, as the kernel said at accept: on the socket the

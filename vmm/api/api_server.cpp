@@ -431,6 +431,7 @@ void ApiServer::answer(uint64_t id, const HttpResponse& response) {
   if (it == connections_.end()) {
     return;  // the client went away, or the server stopped
   }
+  it->second.awaited_client.reset();
   it->second.http->respond(response);
   serve(id);  // from inside serve() for this connection, that serve() goes on
 }
@@ -463,6 +464,7 @@ bool ApiServer::serve_once(uint64_t id, Connection& c) {
     request->caller = c.caller;
     handler_(*request, [this, id](const HttpResponse& response) { answer(id, response); });
     if (c.http->awaiting_response()) {
+      c.awaited_client = request->client;
       break;  // answered later: answer() serves the connection again
     }
     if (!write_to(c) || !read_from(c)) {
@@ -481,7 +483,11 @@ void ApiServer::watch_connection(uint64_t id, Connection& c) {
   const uint32_t events = (c.http->wants_input() ? POLLIN : 0) |
                           (c.http->output().empty() ? 0 : POLLOUT) | c.transport->wanted_events();
   if (events == 0 && c.http->awaiting_response()) {
-    // The client shut its side and waits for the answer still to come: no watch until then.
+    // The client shut its side and may wait for the answer still to come: no watch until
+    // then. Work done for it alone may stop (an exec): it sends nothing more.
+    if (c.awaited_client) {
+      c.awaited_client->mark_gone();
+    }
     if (c.events != 0) {
       static_cast<void>(loop_.remove_watch(c.watch));
       c.events = 0;
@@ -522,6 +528,9 @@ void ApiServer::close_connection(uint64_t id) {
   }
   if (const auto deadline = it->second.deadline) {
     static_cast<void>(loop_.cancel_timer(*deadline));
+  }
+  if (it->second.awaited_client) {
+    it->second.awaited_client->mark_gone();  // its answer has nowhere to go now
   }
   connections_.erase(it);
 }

@@ -98,6 +98,9 @@ class ApiServer {
     io::WatchId watch{};
     uint32_t events = 0;    // what the watch waits for
     bool in_serve = false;  // serve() runs for it: an answer given now is sent from there
+    // The client of the request whose answer is awaited: marked gone if the connection
+    // closes, or the client ends its side, first.
+    std::shared_ptr<ClientPresence> awaited_client;
     Caller caller;          // who connected, read at accept
     // Its deadline (HttpLimits' timeouts): the phase it was armed for, and whether bytes
     // went out since (a client that reads its answer earns more time).

@@ -58,6 +58,37 @@ std::string_view method_name(Method method) {
   return "?";
 }
 
+void ClientPresence::on_gone(std::function<void()> stop) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (!gone_) {
+      stops_.push_back(std::move(stop));
+      return;
+    }
+  }
+  stop();
+}
+
+void ClientPresence::mark_gone() {
+  std::vector<std::function<void()>> stops;
+  {
+    const std::lock_guard lock(mutex_);
+    if (gone_) {
+      return;
+    }
+    gone_ = true;
+    stops.swap(stops_);
+  }
+  for (auto& stop : stops) {
+    stop();
+  }
+}
+
+bool ClientPresence::gone() const {
+  const std::lock_guard lock(mutex_);
+  return gone_;
+}
+
 std::string_view HttpRequest::header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
     if (key == name) {

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -36,6 +38,23 @@ struct Caller {
   std::string key() const;
 };
 
+// Whether the client of a request answered later (ApiServer::serve_deferred) is still
+// there: the server marks it gone when the connection closes, or when the client ends its
+// side before its answer. Work done for the client alone (an exec) registers what stops it.
+// Any thread.
+class ClientPresence {
+ public:
+  // Runs `stop` once the client is gone: now, if it is already.
+  void on_gone(std::function<void()> stop);
+  void mark_gone();
+  bool gone() const;
+
+ private:
+  mutable std::mutex mutex_;
+  bool gone_ = false;
+  std::vector<std::function<void()>> stops_;
+};
+
 struct HttpRequest {
   Method method = Method::kOther;
   std::string method_text;  // as the client sent it, for messages
@@ -45,6 +64,8 @@ struct HttpRequest {
   std::string body;
   bool keep_alive = true;  // HTTP/1.1 without "Connection: close", or 1.0 with keep-alive
   Caller caller;           // set by the server, never from the request's bytes
+  // Set by the server for each request it dispatches: whether its client is still there.
+  std::shared_ptr<ClientPresence> client = std::make_shared<ClientPresence>();
 
   // The first header called `name` (lower-case); empty when absent.
   std::string_view header(std::string_view name) const;

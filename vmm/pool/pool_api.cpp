@@ -158,6 +158,7 @@ api::Router pool_router(Pool& pool, const TenantAccess& access) {
           respond(bad_body(call.error()));
           return;
         }
+        call->client = request.client;  // a client that leaves ends its command
         pool.exec(tenant, args[0], std::move(*call),
                   [respond = std::move(respond)](PoolResult<nlohmann::json> outcome) mutable {
                     respond(answer(outcome));

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "vmm/agent/protocol.h"
+#include "vmm/api/http_message.h"
 #include "vmm/common/error.h"
 
 namespace dsec::pool {
@@ -38,6 +40,9 @@ struct AcquireRequest {
 struct ExecCall {
   agent::ExecRequest request;
   std::string stdin_data;  // sent, then closed, when request.stdin_open
+  // The HTTP client it runs for: once that client is gone, the exec ends (its agent
+  // connection shut, so the guest's agent kills the command). Null: it runs to its end.
+  std::shared_ptr<api::ClientPresence> client;
 };
 
 // PUT and GET /sandboxes/{id}/files: the guest's file, from the X-Dsec-Path header, and

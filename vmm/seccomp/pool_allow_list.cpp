@@ -125,6 +125,8 @@ std::vector<SyscallRule> pool_daemon_allow_list() {
       allow("dup"),
       allow("dup3"),
       allow("pipe2"),
+      // a file PUT into a sandbox is held in a memfd while the agent takes it
+      allow("memfd_create"),
       allow("umask"),
       allow("getcwd"),
       allow("utimensat"),
