@@ -141,24 +141,49 @@ def tail(path, lines=30):
         return f"({e})"
 
 
+def launchers(pid):
+    """The daemon's launcher: its one child that is a fork of it (dsec-vmm-pool), which starts
+    and reaps its VMMs (vmm/pool/launcher_process.h)."""
+    found = []
+    for child in host.procs_with_stat_field(1, pid):
+        try:
+            if Path(f"/proc/{child}/comm").read_text().strip() == "dsec-vmm-pool":
+                found.append(child)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return found
+
+
 def children(pid):
-    """The processes whose parent is `pid`, zombies included (an unreaped VMM is a leak)."""
-    return host.procs_with_stat_field(1, pid)
+    """The daemon's VMMs, zombies included (an unreaped VMM is a leak): its launcher's
+    children, and any other child of the daemon's own."""
+    own = launchers(pid)
+    vmms = [child for child in host.procs_with_stat_field(1, pid) if child not in own]
+    for launcher in own:
+        vmms += host.procs_with_stat_field(1, launcher)
+    return vmms
+
+
+def reaped_cpu_seconds(pid):
+    """The daemon's CPU time and its launcher's, each with its reaped children's (the
+    launcher's: every ended VMM's)."""
+    return host.cpu_seconds(pid) + sum(host.cpu_seconds(launcher) for launcher in launchers(pid))
 
 
 def pool_cpu_seconds(pid):
-    """CPU time (user + system) of the daemon `pid` and its VMMs, in seconds: its own, its
-    ended VMMs' (reaped by the daemon, they count in its cutime and cstime) and each live
-    VMM's. Read again when a VMM was reaped meanwhile, which would count it twice or not at all."""
+    """CPU time (user + system) of the daemon `pid` and its VMMs, in seconds: its own and
+    its launcher's, its ended VMMs' (reaped by the launcher, they count in its cutime and
+    cstime) and each live VMM's. Read again when a VMM was reaped meanwhile, which would
+    count it twice or not at all."""
     while True:
-        own = host.cpu_seconds(pid)
+        own = reaped_cpu_seconds(pid)
         live = 0.0
         for vmm in children(pid):
             try:
                 live += host.cpu_seconds(vmm)
             except (FileNotFoundError, ProcessLookupError):
-                pass  # ended since: the daemon's cutime changes when it reaps it
-        if host.cpu_seconds(pid) == own:
+                pass  # ended since: the launcher's cutime changes when it reaps it
+        if reaped_cpu_seconds(pid) == own:
             return own + live
 
 
