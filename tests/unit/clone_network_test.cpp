@@ -1,0 +1,328 @@
+// vmm/network: a clone's network namespace, its TAP, veth pair, addresses, route, NAT and
+// egress filter, made and removed for real. Needs root (namespaces, links, nf_tables; no
+// `ip` or `nft` binary): each test runs in a network namespace of its own that stands for
+// the host, so nothing reaches the real host's.
+#include "vmm/network/clone_network.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "tests/support/open_fds.h"
+#include "tests/support/result_matchers.h"
+#include "tests/support/temp_dir.h"
+#include "vmm/network/namespace_thread.h"
+#include "vmm/network/netlink.h"
+#include "vmm/network/nftables.h"
+
+namespace dsec::network {
+namespace {
+
+constexpr uint32_t kGateway = 0xC0A8F101;  // 192.168.241.1, the TAP's
+constexpr uint32_t kGuest = 0xC0A8F102;    // 192.168.241.2
+constexpr long kNsfsMagic = 0x6e736673;
+
+CloneNetworkConfig config_of(const std::string& name, const std::string& run_dir, uint32_t slot) {
+  return {.name = name,
+          .run_dir = run_dir,
+          .tap_name = "tap0",
+          .tap_address = {.address = kGateway, .prefix = 29},
+          .guest_address = kGuest,
+          .clone_range = {.address = 0x0AC80000, .prefix = 16},  // 10.200.0.0/16
+          .slot = slot,
+          .egress = {},
+          .reserved = {}};
+}
+
+// Each interface of the namespace `fd`: its IPv4 address ("" if none) and whether it is up.
+struct Interface {
+  std::string address;
+  bool up = false;
+};
+std::map<std::string, Interface> interfaces_in(int fd) {
+  std::map<std::string, Interface> found;
+  auto listed = in_namespace(fd, [&]() -> Status {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) {
+      return fail_errno("getifaddrs", errno);
+    }
+    for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+      auto& interface = found[entry->ifa_name];
+      interface.up = (entry->ifa_flags & IFF_UP) != 0;
+      if (entry->ifa_addr != nullptr && entry->ifa_addr->sa_family == AF_INET) {
+        char text[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr, text,
+                    sizeof(text));
+        interface.address = text;
+      }
+    }
+    ::freeifaddrs(list);
+    return ok();
+  });
+  EXPECT_TRUE(listed.has_value()) << listed.error().message();
+  return found;
+}
+
+std::string routes_in(int fd) {
+  std::string text;
+  (void)in_namespace(fd, [&]() -> Status {
+    std::ifstream in("/proc/thread-self/net/route");
+    std::stringstream all;
+    all << in.rdbuf();
+    text = all.str();
+    return ok();
+  });
+  return text;
+}
+
+std::optional<int> link_in(int fd, const std::string& name) {
+  auto index = in_namespace(fd, [&]() -> Result<std::optional<int>> {
+    auto netlink = DSEC_TRY(Netlink::open());
+    return netlink.link_index(name);
+  });
+  EXPECT_TRUE(index.has_value()) << index.error().message();
+  return index.value_or(std::nullopt);
+}
+
+class CloneNetworkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::geteuid(), 0) << "the clone network tests need root (network namespaces, "
+                                 "links, nf_tables)";
+    ASSERT_OK_AND_ASSIGN(outer_, current_network_namespace());
+    // This thread's namespace stands for the host's from here on.
+    ASSERT_EQ(::unshare(CLONE_NEWNET), 0) << std::strerror(errno);
+    ASSERT_OK_AND_ASSIGN(host_, current_network_namespace());
+  }
+  void TearDown() override {
+    if (outer_) {
+      EXPECT_EQ(::setns(outer_.get(), CLONE_NEWNET), 0) << std::strerror(errno);
+    }
+  }
+
+  UniqueFd outer_;
+  UniqueFd host_;
+  test::TempDir run_dir_;
+};
+
+TEST_F(CloneNetworkTest, MakesANamespaceWithTheTapAVethPairTheirAddressesAndADefaultRoute) {
+  ASSERT_OK_AND_ASSIGN(auto network, CloneNetwork::make(config_of("c1", run_dir_.path(), 1)));
+
+  // Bind-mounted by name: the very namespace the CloneNetwork holds.
+  const std::string path = (run_dir_.path() / "c1").string();
+  EXPECT_EQ(network.namespace_path(), path);
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(path.c_str(), &fs), 0) << std::strerror(errno);
+  EXPECT_EQ(fs.f_type, kNsfsMagic);
+  struct stat mounted {
+  }, held{}, host{};
+  ASSERT_EQ(::stat(path.c_str(), &mounted), 0);
+  ASSERT_EQ(::fstat(network.namespace_fd(), &held), 0);
+  ASSERT_EQ(::fstat(host_.get(), &host), 0);
+  EXPECT_EQ(mounted.st_ino, held.st_ino);
+  EXPECT_NE(held.st_ino, host.st_ino);
+
+  // Slot 1 of 10.200.0.0/16: the host's end 10.200.0.5/30, the namespace's 10.200.0.6.
+  const auto inside = interfaces_in(network.namespace_fd());
+  ASSERT_TRUE(inside.contains("tap0")) << "no TAP tap0 in the namespace";
+  EXPECT_EQ(inside.at("tap0").address, "192.168.241.1");
+  EXPECT_TRUE(inside.at("tap0").up);
+  ASSERT_TRUE(inside.contains("veth0"));
+  EXPECT_EQ(inside.at("veth0").address, "10.200.0.6");
+  EXPECT_TRUE(inside.at("veth0").up);
+  const auto outside = interfaces_in(host_.get());
+  ASSERT_TRUE(outside.contains("vh-c1")) << "no host veth end vh-c1";
+  EXPECT_EQ(outside.at("vh-c1").address, "10.200.0.5");
+  EXPECT_TRUE(outside.at("vh-c1").up);
+  EXPECT_FALSE(outside.contains("tap0")) << "the TAP leaked into the host's namespace";
+  // /proc/net/route: the default route (destination 0) through 10.200.0.5, little-endian hex.
+  EXPECT_NE(routes_in(network.namespace_fd()).find("veth0\t00000000\t0500C80A"), std::string::npos)
+      << routes_in(network.namespace_fd());
+}
+
+TEST_F(CloneNetworkTest, ClonesOfOneSnapshotKeepTheSameTapAndGuestAddressSideBySide) {
+  ASSERT_OK_AND_ASSIGN(auto first, CloneNetwork::make(config_of("c1", run_dir_.path(), 0)));
+  ASSERT_OK_AND_ASSIGN(auto second, CloneNetwork::make(config_of("c2", run_dir_.path(), 1)));
+  EXPECT_EQ(interfaces_in(first.namespace_fd()).at("tap0").address, "192.168.241.1");
+  EXPECT_EQ(interfaces_in(second.namespace_fd()).at("tap0").address, "192.168.241.1");
+  EXPECT_EQ(second.namespace_veth_address() - first.namespace_veth_address(), 4U);
+  // A second network of a name in use is refused, and leaves the first one as it was.
+  auto again = CloneNetwork::make(config_of("c1", run_dir_.path(), 2));
+  ASSERT_FALSE(again.has_value());
+  EXPECT_NE(again.error().message().find("exists"), std::string::npos) << again.error().message();
+  EXPECT_TRUE(link_in(host_.get(), "vh-c1").has_value());
+  EXPECT_TRUE(std::filesystem::exists(run_dir_.path() / "c1"));
+}
+
+TEST_F(CloneNetworkTest, TheNatAndAFilterThatLetsNothingOutByDefaultAreInTheNamespace) {
+  auto config = config_of("c1", run_dir_.path(), 1);
+  config.reserved = {{.address = 0xC6120000, .prefix = 15}};  // 198.18.0.0/15
+  {
+    // An address of the host's, elsewhere than on the veth.
+    ASSERT_OK_AND_ASSIGN(auto netlink, Netlink::open());
+    ASSERT_OK(netlink.add_address("lo", {.address = 0xAC1F0901, .prefix = 24}));  // 172.31.9.1
+  }
+  ASSERT_OK_AND_ASSIGN(auto network, CloneNetwork::make(config));
+  ASSERT_OK_AND_ASSIGN(const std::string rules, network.ruleset());
+  // Out as the namespace's veth address, and back in to the guest.
+  EXPECT_NE(rules.find("oifname \"veth0\" ip saddr 192.168.241.2 snat to 10.200.0.6"),
+            std::string::npos)
+      << rules;
+  EXPECT_NE(rules.find("iifname \"veth0\" ip daddr 10.200.0.6 dnat to 192.168.241.2"),
+            std::string::npos)
+      << rules;
+  // Egress none: the forward chain drops, and nothing from the TAP is accepted.
+  EXPECT_NE(rules.find("hook forward priority filter; policy drop;"), std::string::npos) << rules;
+  EXPECT_EQ(rules.find("iifname \"tap0\" oifname \"veth0\" accept"), std::string::npos) << rules;
+  EXPECT_EQ(rules.find("iifname \"tap0\" ip daddr 0.0.0.0/0 accept"), std::string::npos) << rules;
+  // The reserved ranges: link-local, the clone range, the host's addresses (here the host's
+  // veth end), the caller's.
+  for (const char* reserved : {"169.254.0.0/16", "10.200.0.0/16", "198.18.0.0/15", "172.31.9.1"}) {
+    EXPECT_NE(rules.find(reserved), std::string::npos) << reserved << " not reserved:\n" << rules;
+  }
+  EXPECT_NE(rules.find("ip daddr @reserved drop"), std::string::npos) << rules;
+}
+
+TEST_F(CloneNetworkTest, EgressIsReplacedWhileItRunsAndABadPolicyLeavesTheOldOne) {
+  ASSERT_OK_AND_ASSIGN(auto network, CloneNetwork::make(config_of("c1", run_dir_.path(), 0)));
+  ASSERT_OK(network.set_egress({.mode = EgressPolicy::Mode::kAll}));
+  ASSERT_OK_AND_ASSIGN(std::string rules, network.ruleset());
+  EXPECT_NE(rules.find("iifname \"tap0\" oifname \"veth0\" accept"), std::string::npos) << rules;
+
+  ASSERT_OK_AND_ASSIGN(auto https, parse_egress_rule("10.1.0.0/16:443"));
+  ASSERT_OK_AND_ASSIGN(auto denied, parse_egress_rule("10.1.2.0/24"));
+  ASSERT_OK(network.set_egress(
+      {.mode = EgressPolicy::Mode::kAllowList, .allow = {https}, .deny = {denied}}));
+  ASSERT_OK_AND_ASSIGN(rules, network.ruleset());
+  EXPECT_EQ(rules.find("iifname \"tap0\" oifname \"veth0\" accept"), std::string::npos) << rules;
+  const auto allow_at = rules.find(
+      "iifname \"tap0\" ip daddr 10.1.0.0/16 meta l4proto { tcp, udp } th dport 443 accept");
+  const auto deny_at = rules.find("iifname \"tap0\" ip daddr 10.1.2.0/24 drop");
+  ASSERT_NE(allow_at, std::string::npos) << rules;
+  ASSERT_NE(deny_at, std::string::npos) << rules;
+  EXPECT_LT(deny_at, allow_at) << "the deny list must come first: it wins";
+  // One egress table, not one per change.
+  EXPECT_EQ(rules.find("table inet dsec_egress"), rules.rfind("table inet dsec_egress")) << rules;
+
+  const EgressRule host_bits{.destination = {.address = 0x0A010203, .prefix = 16}};
+  EXPECT_FALSE(network.set_egress({.mode = EgressPolicy::Mode::kAllowList, .allow = {host_bits}}));
+  ASSERT_OK_AND_ASSIGN(const std::string after, network.ruleset());
+  EXPECT_EQ(after, rules);
+  EXPECT_EQ(network.config().egress.allow, std::vector<EgressRule>{https});
+}
+
+TEST_F(CloneNetworkTest, DestructionRemovesTheLinksTheRulesAndTheMountEvenWhileHeld) {
+  const size_t fds_before = test::open_fd_count();
+  UniqueFd still_held;
+  {
+    ASSERT_OK_AND_ASSIGN(auto network, CloneNetwork::make(config_of("c1", run_dir_.path(), 0)));
+    // A VMM that has not exited yet holds the namespace: stand in for it.
+    still_held.reset(::dup(network.namespace_fd()));
+  }
+  EXPECT_FALSE(std::filesystem::exists(run_dir_.path() / "c1"));
+  EXPECT_FALSE(link_in(host_.get(), "vh-c1").has_value());
+  EXPECT_FALSE(link_in(still_held.get(), "tap0").has_value());
+  EXPECT_FALSE(link_in(still_held.get(), "veth0").has_value());
+  auto rules = in_namespace(still_held.get(), []() -> Result<std::string> {
+    auto nft = DSEC_TRY(Nftables::open());
+    return nft.run("list ruleset\n");
+  });
+  ASSERT_OK(rules);
+  EXPECT_EQ(*rules, "");
+  still_held.reset();
+  EXPECT_EQ(test::open_fd_count(), fds_before);
+}
+
+TEST_F(CloneNetworkTest, RemoveStaleCleansWhatAKilledProcessLeft) {
+  // A process that made a clone network and died without destroying it.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto network = CloneNetwork::make(config_of("c1", run_dir_.path(), 0));
+    if (!network) {
+      ::_exit(1);
+    }
+    ::_exit(0);  // no destructor runs
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(std::filesystem::exists(run_dir_.path() / "c1"));
+  ASSERT_TRUE(link_in(host_.get(), "vh-c1").has_value());
+  EXPECT_FALSE(CloneNetwork::make(config_of("c1", run_dir_.path(), 0)).has_value());
+
+  ASSERT_OK(CloneNetwork::remove_stale("c1", run_dir_.path()));
+  EXPECT_FALSE(std::filesystem::exists(run_dir_.path() / "c1"));
+  EXPECT_FALSE(link_in(host_.get(), "vh-c1").has_value());
+  ASSERT_OK(CloneNetwork::remove_stale("c1", run_dir_.path()));  // nothing left: no error
+  ASSERT_OK_AND_ASSIGN(auto again, CloneNetwork::make(config_of("c1", run_dir_.path(), 0)));
+  EXPECT_TRUE(link_in(again.namespace_fd(), "tap0").has_value());
+}
+
+TEST_F(CloneNetworkTest, WithoutARunDirectoryTheNamespaceIsHeldByItsFdAlone) {
+  ASSERT_OK_AND_ASSIGN(auto network, CloneNetwork::make(config_of("c1", "", 0)));
+  EXPECT_EQ(network.namespace_path(), "");
+  EXPECT_TRUE(link_in(network.namespace_fd(), "tap0").has_value());
+}
+
+TEST(CloneNetworkConfig, BadNamesRangesAndSlotsAreRefusedBeforeAnythingIsMade) {
+  const auto good = config_of("c1", "", 0);
+  ASSERT_OK(validate(good));
+  auto bad = good;
+  bad.name = "a-name-too-long";
+  EXPECT_FALSE(validate(bad));
+  bad = good;
+  bad.name = "../x";
+  EXPECT_FALSE(validate(bad));
+  bad = good;
+  bad.slot = 16384;  // a /16 has 16384 /30s: 0..16383
+  EXPECT_FALSE(validate(bad));
+  bad.slot = 16383;
+  EXPECT_TRUE(validate(bad).has_value());
+  bad = good;
+  bad.guest_address = 0xC0A80002;  // 192.168.0.2: outside the TAP's /29
+  EXPECT_FALSE(validate(bad));
+  bad = good;
+  bad.guest_address = kGateway;
+  EXPECT_FALSE(validate(bad));
+  bad = good;
+  bad.tap_name = "veth0";
+  EXPECT_FALSE(validate(bad));
+  bad = good;
+  bad.clone_range = {.address = 0xC0A80000, .prefix = 16};  // holds the guest's subnet
+  EXPECT_FALSE(validate(bad));
+}
+
+TEST(EgressRule, ParsesRangesAndPortsAndRefusesMalformedOnes) {
+  ASSERT_OK_AND_ASSIGN(auto any, parse_egress_rule("0.0.0.0/0"));
+  EXPECT_EQ(any.first_port, 0);
+  ASSERT_OK_AND_ASSIGN(auto web, parse_egress_rule("10.0.0.0/8:80-443"));
+  EXPECT_EQ(web.destination.address, 0x0A000000U);
+  EXPECT_EQ(web.first_port, 80);
+  EXPECT_EQ(web.last_port, 443);
+  for (const char* malformed :
+       {"", "10.0.0.0", "10.0.0/8", "10.0.0.0/33", "10.0.0.1/8", "10.0.0.0/8:", "10.0.0.0/8:0",
+        "10.0.0.0/8:65536", "10.0.0.0/8:443-80", "10.0.0.0/8:80-", "10.0.0.0/8:x", "300.0.0.0/8"}) {
+    EXPECT_FALSE(parse_egress_rule(malformed).has_value()) << "'" << malformed << "' accepted";
+  }
+  EgressPolicy huge{.mode = EgressPolicy::Mode::kAllowList};
+  huge.allow.assign(kMaxEgressRules + 1, any);
+  EXPECT_FALSE(validate(huge));
+}
+
+}  // namespace
+}  // namespace dsec::network
