@@ -34,8 +34,9 @@ struct EgressPolicy {
   std::vector<EgressRule> allow{};  // kAllowList: these destinations, nothing else
   std::vector<EgressRule> deny{};   // refused whatever the mode and `allow` say
   // The reserved destinations (the host's own addresses, link-local 169.254.0.0/16, the
-  // clones' range, multicast) are reached by neither kAll nor `allow`: only by a rule here,
-  // which names them on purpose (a resolver on the host, say). `deny` wins over these too.
+  // clones' range, loopback, multicast) are reached by neither kAll nor `allow`: only by a
+  // rule here, which names them on purpose (a resolver on the host, say). `deny` wins over
+  // these too.
   std::vector<EgressRule> reserved_allow{};
 
   bool operator==(const EgressPolicy&) const = default;
@@ -58,8 +59,8 @@ inline constexpr const char* kEgressTable = "dsec_egress";
 
 // The nft commands that replace the egress table with `policy`'s, as one transaction: the
 // forward chain drops by default, lets replies of allowed connections and the host's
-// connections to the guest through, then reserved_allow, the reserved ranges (dropped),
-// deny (dropped), then allow or all; the input chain keeps the guest off the namespace's
+// connections to the guest through, then deny (dropped), reserved_allow, the reserved
+// ranges (dropped), then allow or all; the input chain keeps the guest off the namespace's
 // own addresses.
 std::string egress_ruleset(const EgressPolicy& policy, const EgressScope& scope);
 
