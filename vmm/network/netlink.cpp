@@ -39,7 +39,11 @@ int read_index(const nlmsghdr* message, void* data) {
 
 }  // namespace
 
-Netlink::Netlink(mnl_socket* socket) : socket_(socket), buffer_(MNL_SOCKET_BUFFER_SIZE) {
+// A dump's parts are as large as the reader's buffer lets the kernel make them: room for
+// 32 KiB (libmnl's MNL_SOCKET_DUMP_SIZE in later versions), so that none is cut short.
+constexpr size_t kBufferSize = 32768;
+
+Netlink::Netlink(mnl_socket* socket) : socket_(socket), buffer_(kBufferSize) {
   port_id_ = mnl_socket_get_portid(socket);
 }
 
