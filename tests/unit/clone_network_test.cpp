@@ -187,6 +187,14 @@ TEST_F(CloneNetworkTest, TheNatAndAFilterThatLetsNothingOutByDefaultAreInTheName
       << rules;
   // Egress none: the forward chain drops, and nothing from the TAP is accepted.
   EXPECT_NE(rules.find("hook forward priority filter; policy drop;"), std::string::npos) << rules;
+  // Every packet of the guest's own connections is judged, not only the first: no blanket
+  // "established" accept in the forward chain, only the guest's answers to connections made
+  // to it.
+  EXPECT_NE(rules.find("iifname \"tap0\" ct direction reply accept"), std::string::npos) << rules;
+  const auto forward = rules.substr(rules.find("chain forward"));
+  EXPECT_EQ(forward.substr(0, forward.find("chain input")).find("ct state established"),
+            std::string::npos)
+      << rules;
   EXPECT_EQ(rules.find("iifname \"tap0\" oifname \"veth0\" accept"), std::string::npos) << rules;
   EXPECT_EQ(rules.find("iifname \"tap0\" ip daddr 0.0.0.0/0 accept"), std::string::npos) << rules;
   // The reserved ranges: link-local, the clone range, the host's addresses (here the host's

@@ -98,9 +98,13 @@ std::string egress_ruleset(const EgressPolicy& policy, const EgressScope& scope)
     }
     out += " }\n  }\n";
   }
+  // Every packet the guest sends on a connection of its own is judged by the policy, not
+  // only a connection's first: a change takes effect at the next packet, and a connection
+  // the new policy refuses stops (its answers come in, but none of the guest's packets go
+  // out). The guest's answers on connections made to it pass.
   out += "  chain forward {\n    type filter hook forward priority filter; policy drop;\n";
-  out += "    ct state established,related accept\n";
   out += fmt::format("    iifname \"{}\" oifname \"{}\" accept\n", scope.veth, scope.tap);
+  out += fmt::format("    iifname \"{}\" ct direction reply accept\n", scope.tap);
   out += fmt::format("    iifname \"{}\" meta nfproto != ipv4 drop\n", scope.tap);
   // deny first: it wins over reserved_allow and allow alike.
   add_rules(out, policy.deny, scope.tap, "drop");

@@ -58,10 +58,10 @@ struct EgressScope {
 inline constexpr const char* kEgressTable = "dsec_egress";
 
 // The nft commands that replace the egress table with `policy`'s, as one transaction: the
-// forward chain drops by default, lets replies of allowed connections and the host's
-// connections to the guest through, then deny (dropped), reserved_allow, the reserved
-// ranges (dropped), then allow or all; the input chain keeps the guest off the namespace's
-// own addresses.
+// forward chain drops by default, lets everything from the host's side to the guest through
+// and the guest's answers on connections made to it, then judges each other packet of the
+// guest's: deny (dropped), reserved_allow, the reserved ranges (dropped), then allow or
+// all; the input chain keeps the guest off the namespace's own addresses.
 std::string egress_ruleset(const EgressPolicy& policy, const EgressScope& scope);
 
 // "A.B.C.D/N".
