@@ -128,8 +128,9 @@ TEST_F(CloneNetworkTest, MakesANamespaceWithTheTapAVethPairTheirAddressesAndADef
   struct statfs fs {};
   ASSERT_EQ(::statfs(path.c_str(), &fs), 0) << std::strerror(errno);
   EXPECT_EQ(fs.f_type, kNsfsMagic);
-  struct stat mounted {
-  }, held{}, host{};
+  struct stat mounted = {};
+  struct stat held = {};
+  struct stat host = {};
   ASSERT_EQ(::stat(path.c_str(), &mounted), 0);
   ASSERT_EQ(::fstat(network.namespace_fd(), &held), 0);
   ASSERT_EQ(::fstat(host_.get(), &host), 0);
