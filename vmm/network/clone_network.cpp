@@ -206,14 +206,13 @@ uint32_t CloneNetwork::namespace_veth_address() const {
 Status CloneNetwork::build() {
   const auto& config = state_->config;
   const std::string host_veth = host_veth_name(config.name);
+  state_->clone = DSEC_TRY(make_network_namespace());
   if (!config.run_dir.empty()) {
-    // Taken before anything is made: a second network of one name is refused here.
+    // Bound before any link is made: a second network of a name in use is refused here,
+    // having touched nothing of the first.
     const std::string path = config.run_dir + "/" + config.name;
-    state_->clone = DSEC_TRY(make_network_namespace());
     DSEC_TRY(bind_namespace(state_->clone.get(), config.run_dir, path));
     state_->path = path;
-  } else {
-    state_->clone = DSEC_TRY(make_network_namespace());
   }
   DSEC_TRY(in_namespace(state_->host.get(), [&]() -> Status {
     auto netlink = DSEC_TRY(Netlink::open());

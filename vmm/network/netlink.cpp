@@ -92,26 +92,18 @@ Status Netlink::exchange(const std::string& what, mnl_cb_t callback, void* data)
 }
 
 Result<std::optional<int>> Netlink::link_index(const std::string& name) {
-  nlmsghdr* message = start(RTM_GETLINK, NLM_F_REQUEST);
+  // With NLM_F_ACK the link's message comes, then the ack.
+  nlmsghdr* message = start(RTM_GETLINK, NLM_F_REQUEST | NLM_F_ACK);
   auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(message, sizeof(ifinfomsg)));
   ifi->ifi_family = AF_UNSPEC;
   mnl_attr_put_strz(message, IFLA_IFNAME, name.c_str());
   int index = 0;
-  // An answer to a request without NLM_F_ACK: the link's message, then no ack.
-  const auto* request = reinterpret_cast<const nlmsghdr*>(buffer_.data());
-  if (mnl_socket_sendto(socket_.get(), request, request->nlmsg_len) < 0) {
-    return fail_errno("netlink: looking up link " + name, errno);
-  }
-  const ssize_t got = mnl_socket_recvfrom(socket_.get(), buffer_.data(), buffer_.size());
-  if (got < 0) {
-    return fail_errno("netlink: looking up link " + name, errno);
-  }
-  if (mnl_cb_run(buffer_.data(), static_cast<size_t>(got), sequence_, port_id_, read_index,
-                 &index) < 0) {
-    if (errno == ENODEV) {
+  auto found = exchange("looking up link " + name, read_index, &index);
+  if (!found) {
+    if (found.error().os_errno() == ENODEV) {
       return std::nullopt;
     }
-    return fail_errno("netlink: looking up link " + name, errno);
+    return std::unexpected(found.error());
   }
   return index;
 }
