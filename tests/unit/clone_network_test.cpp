@@ -282,6 +282,31 @@ TEST_F(CloneNetworkTest, RemoveStaleCleansWhatAKilledProcessLeft) {
   EXPECT_TRUE(link_in(again.namespace_fd(), "tap0").has_value());
 }
 
+TEST_F(CloneNetworkTest, AProcessStartedAgainAdoptsWhatItsPredecessorLeftAndRemovesIt) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::_exit(CloneNetwork::make(config_of("c1", run_dir_.path(), 3)).has_value() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // A name that was never made is refused, and leaves nothing.
+  EXPECT_FALSE(CloneNetwork::adopt(config_of("c9", run_dir_.path(), 4)).has_value());
+
+  auto config = config_of("c1", run_dir_.path(), 3);
+  config.egress.mode = EgressPolicy::Mode::kAll;
+  {
+    ASSERT_OK_AND_ASSIGN(auto adopted, CloneNetwork::adopt(config));
+    EXPECT_EQ(interfaces_in(adopted.namespace_fd()).at("veth0").address, "10.200.0.14");
+    ASSERT_OK_AND_ASSIGN(const std::string rules, adopted.ruleset());
+    EXPECT_NE(rules.find("iifname \"tap0\" oifname \"veth0\" accept"), std::string::npos) << rules;
+    EXPECT_NE(rules.find("snat to 10.200.0.14"), std::string::npos) << rules;
+  }
+  EXPECT_FALSE(std::filesystem::exists(run_dir_.path() / "c1"));
+  EXPECT_FALSE(link_in(host_.get(), "vh-c1").has_value());
+}
+
 TEST_F(CloneNetworkTest, WithoutARunDirectoryTheNamespaceIsHeldByItsFdAlone) {
   ASSERT_OK_AND_ASSIGN(auto network, CloneNetwork::make(config_of("c1", "", 0)));
   EXPECT_EQ(network.namespace_path(), "");

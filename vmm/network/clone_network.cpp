@@ -195,6 +195,36 @@ Result<CloneNetwork> CloneNetwork::make(const CloneNetworkConfig& config) {
   return network;
 }
 
+Result<CloneNetwork> CloneNetwork::adopt(const CloneNetworkConfig& config) {
+  DSEC_TRY(validate(config));
+  if (config.run_dir.empty()) {
+    return fail("clone network " + config.name + ": nothing to adopt without a run_dir");
+  }
+  auto state = std::make_unique<State>();
+  state->config = config;
+  state->host = DSEC_TRY(current_network_namespace());
+  state->clone = DSEC_TRY(open_network_namespace(config.run_dir + "/" + config.name));
+  state->path = config.run_dir + "/" + config.name;
+  state->veth_made = true;
+  CloneNetwork network(std::move(state));
+  // What a make() left is whole, or it is refused (and then removed with `network`).
+  const auto missing = [&](int netns, const std::string& link) -> Status {
+    const auto index = DSEC_TRY(in_namespace(netns, [&]() -> Result<std::optional<int>> {
+      auto netlink = DSEC_TRY(Netlink::open());
+      return netlink.link_index(link);
+    }));
+    if (!index) {
+      return fail("clone network " + config.name + ": no link " + link + " to adopt",
+                  "remove_stale() it and make it anew");
+    }
+    return ok();
+  };
+  DSEC_TRY(missing(network.state_->host.get(), host_veth_name(config.name)));
+  DSEC_TRY(missing(network.state_->clone.get(), config.tap_name));
+  DSEC_TRY(network.set_egress(config.egress));
+  return network;
+}
+
 uint32_t CloneNetwork::host_veth_address() const {
   return state_->config.clone_range.address + state_->config.slot * 4 + 1;
 }

@@ -57,6 +57,13 @@ class CloneNetwork {
   // what was made is removed again.
   static Result<CloneNetwork> make(const CloneNetworkConfig& config);
 
+  // Takes over the clone network that `config` describes, made by a process that died
+  // without destroying it (a daemon killed and started again, whose clone still runs): its
+  // namespace opened by name under config.run_dir, its host veth end and TAP checked to be
+  // there, and its egress set anew from config.egress. From then on it is this one's to
+  // change and remove. Needs a run_dir.
+  static Result<CloneNetwork> adopt(const CloneNetworkConfig& config);
+
   // Removes what a CloneNetwork of `name` that was never destroyed (its process killed)
   // left: the host's veth end (and so its peer), the namespace's bind mount and file under
   // `run_dir`. The namespace, its TAP and rules go once nothing holds it. Missing pieces
