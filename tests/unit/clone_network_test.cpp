@@ -5,10 +5,15 @@
 #include "vmm/network/clone_network.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
+#include <linux/if_tun.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -21,8 +26,10 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/support/open_fds.h"
+#include "tests/support/outside_network.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
 #include "vmm/network/namespace_thread.h"
@@ -96,6 +103,92 @@ std::optional<int> link_in(int fd, const std::string& name) {
   });
   EXPECT_TRUE(index.has_value()) << index.error().message();
   return index.value_or(std::nullopt);
+}
+
+// Writes one UDP datagram into the TAP tap0 of the namespace `netns` as the guest would
+// send it (from 192.168.241.2:40000, to the TAP's MAC): it goes through the namespace as a
+// guest's packet does, NAT and filter included.
+Status send_as_guest(int netns, uint32_t to, uint16_t port, const std::string& payload) {
+  return in_namespace(netns, [&]() -> Status {
+    UniqueFd tap(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
+    ifreq ifr{};
+    ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+    std::strncpy(ifr.ifr_name, "tap0", IFNAMSIZ - 1);
+    if (!tap || ::ioctl(tap.get(), TUNSETIFF, &ifr) != 0) {
+      return fail_errno("attaching to tap0", errno);
+    }
+    UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    ifreq hw{};
+    std::strncpy(hw.ifr_name, "tap0", IFNAMSIZ - 1);
+    if (!sock || ::ioctl(sock.get(), SIOCGIFHWADDR, &hw) != 0) {
+      return fail_errno("tap0's MAC", errno);
+    }
+    std::vector<uint8_t> frame(14 + 20 + 8 + payload.size());
+    const auto put16 = [&](size_t at, uint16_t v) {
+      frame[at] = static_cast<uint8_t>(v >> 8);
+      frame[at + 1] = static_cast<uint8_t>(v);
+    };
+    const auto put32 = [&](size_t at, uint32_t v) {
+      put16(at, static_cast<uint16_t>(v >> 16));
+      put16(at + 2, static_cast<uint16_t>(v));
+    };
+    std::memcpy(frame.data(), hw.ifr_hwaddr.sa_data, 6);
+    const uint8_t guest_mac[6] = {0x52, 0x54, 0x00, 0x12, 0x34, 0x56};
+    std::memcpy(frame.data() + 6, guest_mac, 6);
+    put16(12, 0x0800);
+    frame[14] = 0x45;  // IPv4, 20-byte header
+    put16(16, static_cast<uint16_t>(20 + 8 + payload.size()));
+    put16(20, 0x4000);  // don't fragment
+    frame[22] = 64;     // TTL
+    frame[23] = 17;     // UDP
+    put32(26, kGuest);
+    put32(30, to);
+    uint32_t sum = 0;
+    for (size_t i = 14; i < 34; i += 2) sum += (uint32_t{frame[i]} << 8) | frame[i + 1];
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    put16(24, static_cast<uint16_t>(~sum));
+    put16(34, 40000);
+    put16(36, port);
+    put16(38, static_cast<uint16_t>(8 + payload.size()));  // the UDP checksum stays 0: none
+    std::memcpy(frame.data() + 42, payload.data(), payload.size());
+    if (::write(tap.get(), frame.data(), frame.size()) != static_cast<ssize_t>(frame.size())) {
+      return fail_errno("writing into tap0", errno);
+    }
+    return ok();
+  });
+}
+
+// A UDP socket on ADDRESS:PORT in the namespace `netns`.
+UniqueFd udp_socket(int netns, uint32_t address, uint16_t port) {
+  auto made = in_namespace(netns, [&]() -> Result<UniqueFd> {
+    UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in sin{.sin_family = AF_INET,
+                    .sin_port = htons(port),
+                    .sin_addr = {htonl(address)},
+                    .sin_zero = {}};
+    if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sin), sizeof(sin)) != 0) {
+      return fail_errno("a UDP socket", errno);
+    }
+    return fd;
+  });
+  EXPECT_TRUE(made.has_value()) << made.error().message();
+  return made ? std::move(*made) : UniqueFd();
+}
+
+// The next datagram `fd` receives within 5 s, as "SOURCE-ADDRESS PAYLOAD" ("" if none).
+std::string next_datagram(int fd) {
+  pollfd pfd{.fd = fd, .events = POLLIN, .revents = 0};
+  if (::poll(&pfd, 1, 5000) != 1) {
+    return "";
+  }
+  char buffer[256];
+  sockaddr_in from{};
+  socklen_t length = sizeof(from);
+  const ssize_t got =
+      ::recvfrom(fd, buffer, sizeof(buffer), 0, reinterpret_cast<sockaddr*>(&from), &length);
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &from.sin_addr, text, sizeof(text));
+  return std::string(text) + " " + std::string(buffer, got > 0 ? static_cast<size_t>(got) : 0);
 }
 
 class CloneNetworkTest : public ::testing::Test {
@@ -204,6 +297,47 @@ TEST_F(CloneNetworkTest, TheNatAndAFilterThatLetsNothingOutByDefaultAreInTheName
     EXPECT_NE(rules.find(reserved), std::string::npos) << reserved << " not reserved:\n" << rules;
   }
   EXPECT_NE(rules.find("ip daddr @reserved drop"), std::string::npos) << rules;
+}
+
+TEST_F(CloneNetworkTest, AGuestsPacketsLeaveAsTheNamespaceOnlyWhereTheEgressPolicySays) {
+  ASSERT_OK_AND_ASSIGN(auto clone, CloneNetwork::make(config_of("c1", run_dir_.path(), 0)));
+  test::Outside outside(0x0AC90002, "do-c1");  // 10.201.0.2, beyond the host
+  const int ns = clone.namespace_fd();
+  const uint32_t host = clone.host_veth_address();  // 10.200.0.1, the host's own
+  const auto beyond_9000 = udp_socket(outside.netns(), 0x0AC90002, 9000);
+  const auto beyond_9001 = udp_socket(outside.netns(), 0x0AC90002, 9001);
+  const auto host_9000 = udp_socket(host_.get(), host, 9000);
+  ASSERT_TRUE(beyond_9000 && beyond_9001 && host_9000);
+  // Each socket's first datagram names the first packet let through to it: those sent
+  // before it, through the same TAP, were refused.
+  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9000, "none"));  // egress none: nothing leaves
+  ASSERT_OK(send_as_guest(ns, host, 9000, "none"));
+
+  ASSERT_OK_AND_ASSIGN(auto port_9000, parse_egress_rule("10.201.0.0/24:9000"));
+  ASSERT_OK(clone.set_egress({.mode = EgressPolicy::Mode::kAllowList, .allow = {port_9000}}));
+  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9001, "allow-list, another port"));
+  ASSERT_OK(send_as_guest(ns, host, 9000, "allow-list, the host"));
+  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9000, "allow-list"));
+  // Out as the namespace's veth address, whatever the guest's.
+  EXPECT_EQ(next_datagram(beyond_9000.get()), "10.200.0.2 allow-list");
+
+  ASSERT_OK(clone.set_egress({.mode = EgressPolicy::Mode::kAll}));
+  ASSERT_OK(send_as_guest(ns, host, 9000, "all, the host"));
+  ASSERT_OK_AND_ASSIGN(auto host_port, parse_egress_rule("10.200.0.1/32:9000"));
+  ASSERT_OK_AND_ASSIGN(auto denied, parse_egress_rule("10.200.0.0/16"));
+  ASSERT_OK(clone.set_egress(
+      {.mode = EgressPolicy::Mode::kAll, .deny = {denied}, .reserved_allow = {host_port}}));
+  ASSERT_OK(send_as_guest(ns, host, 9000, "denied, though allowed by name"));
+  ASSERT_OK_AND_ASSIGN(auto other_port, parse_egress_rule("10.201.0.0/24:9001"));
+  ASSERT_OK(clone.set_egress(
+      {.mode = EgressPolicy::Mode::kAll, .deny = {other_port}, .reserved_allow = {host_port}}));
+  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9001, "all, a denied port"));
+  ASSERT_OK(send_as_guest(ns, host, 9000, "allowed by name"));
+  EXPECT_EQ(next_datagram(host_9000.get()), "10.200.0.2 allowed by name");
+
+  ASSERT_OK(clone.set_egress({.mode = EgressPolicy::Mode::kAll}));
+  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9001, "all"));
+  EXPECT_EQ(next_datagram(beyond_9001.get()), "10.200.0.2 all");
 }
 
 TEST_F(CloneNetworkTest, EgressIsReplacedWhileItRunsAndABadPolicyLeavesTheOldOne) {
