@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -105,24 +106,34 @@ std::optional<int> link_in(int fd, const std::string& name) {
   return index.value_or(std::nullopt);
 }
 
-// Writes one UDP datagram into the TAP tap0 of the namespace `netns` as the guest would
-// send it (from 192.168.241.2:40000, to the TAP's MAC): it goes through the namespace as a
-// guest's packet does, NAT and filter included.
-Status send_as_guest(int netns, uint32_t to, uint16_t port, const std::string& payload) {
-  return in_namespace(netns, [&]() -> Status {
-    UniqueFd tap(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
-    ifreq ifr{};
-    ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
-    std::strncpy(ifr.ifr_name, "tap0", IFNAMSIZ - 1);
-    if (!tap || ::ioctl(tap.get(), TUNSETIFF, &ifr) != 0) {
-      return fail_errno("attaching to tap0", errno);
-    }
-    UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    ifreq hw{};
-    std::strncpy(hw.ifr_name, "tap0", IFNAMSIZ - 1);
-    if (!sock || ::ioctl(sock.get(), SIOCGIFHWADDR, &hw) != 0) {
-      return fail_errno("tap0's MAC", errno);
-    }
+// The guest's side of the TAP tap0 in the namespace `netns`, for tests without a VM:
+// frames written here go through the namespace as a guest's packets do, NAT and filter
+// included.
+class FakeGuest {
+ public:
+  explicit FakeGuest(int netns) {
+    auto attached = in_namespace(netns, [&]() -> Status {
+      tap_.reset(::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC));
+      ifreq ifr{};
+      ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+      std::strncpy(ifr.ifr_name, "tap0", IFNAMSIZ - 1);
+      if (!tap_ || ::ioctl(tap_.get(), TUNSETIFF, &ifr) != 0) {
+        return fail_errno("attaching to tap0", errno);
+      }
+      UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+      ifreq hw{};
+      std::strncpy(hw.ifr_name, "tap0", IFNAMSIZ - 1);
+      if (!sock || ::ioctl(sock.get(), SIOCGIFHWADDR, &hw) != 0) {
+        return fail_errno("tap0's MAC", errno);
+      }
+      std::memcpy(tap_mac_, hw.ifr_hwaddr.sa_data, 6);
+      return ok();
+    });
+    EXPECT_TRUE(attached.has_value()) << attached.error().message();
+  }
+
+  // One UDP datagram from 192.168.241.2:40000 (the guest's MAC) to the TAP's MAC.
+  Status send(uint32_t to, uint16_t port, const std::string& payload) const {
     std::vector<uint8_t> frame(14 + 20 + 8 + payload.size());
     const auto put16 = [&](size_t at, uint16_t v) {
       frame[at] = static_cast<uint8_t>(v >> 8);
@@ -132,7 +143,7 @@ Status send_as_guest(int netns, uint32_t to, uint16_t port, const std::string& p
       put16(at, static_cast<uint16_t>(v >> 16));
       put16(at + 2, static_cast<uint16_t>(v));
     };
-    std::memcpy(frame.data(), hw.ifr_hwaddr.sa_data, 6);
+    std::memcpy(frame.data(), tap_mac_, 6);
     const uint8_t guest_mac[6] = {0x52, 0x54, 0x00, 0x12, 0x34, 0x56};
     std::memcpy(frame.data() + 6, guest_mac, 6);
     put16(12, 0x0800);
@@ -151,12 +162,35 @@ Status send_as_guest(int netns, uint32_t to, uint16_t port, const std::string& p
     put16(36, port);
     put16(38, static_cast<uint16_t>(8 + payload.size()));  // the UDP checksum stays 0: none
     std::memcpy(frame.data() + 42, payload.data(), payload.size());
-    if (::write(tap.get(), frame.data(), frame.size()) != static_cast<ssize_t>(frame.size())) {
+    if (::write(tap_.get(), frame.data(), frame.size()) != static_cast<ssize_t>(frame.size())) {
       return fail_errno("writing into tap0", errno);
     }
     return ok();
-  });
-}
+  }
+
+  // Waits up to 5 s for the namespace to ask for the guest's MAC (an ARP request for
+  // 192.168.241.2): what it does with the first packet it sends to the guest, once that
+  // packet went through the filter and conntrack.
+  bool wait_for_arp_request() const {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    uint8_t frame[2048];
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd pfd{.fd = tap_.get(), .events = POLLIN, .revents = 0};
+      if (::poll(&pfd, 1, 100) != 1) continue;
+      const ssize_t got = ::read(tap_.get(), frame, sizeof(frame));
+      // Ethernet type 0x0806, ARP operation 1 (request), target IPv4 address at 38.
+      if (got >= 42 && frame[12] == 0x08 && frame[13] == 0x06 && frame[21] == 1 &&
+          frame[38] == 192 && frame[39] == 168 && frame[40] == 241 && frame[41] == 2) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  UniqueFd tap_;
+  uint8_t tap_mac_[6] = {};
+};
 
 // A UDP socket on ADDRESS:PORT in the namespace `netns`.
 UniqueFd udp_socket(int netns, uint32_t address, uint16_t port) {
@@ -302,7 +336,7 @@ TEST_F(CloneNetworkTest, TheNatAndAFilterThatLetsNothingOutByDefaultAreInTheName
 TEST_F(CloneNetworkTest, AGuestsPacketsLeaveAsTheNamespaceOnlyWhereTheEgressPolicySays) {
   ASSERT_OK_AND_ASSIGN(auto clone, CloneNetwork::make(config_of("c1", run_dir_.path(), 0)));
   test::Outside outside(0x0AC90002, "do-c1");  // 10.201.0.2, beyond the host
-  const int ns = clone.namespace_fd();
+  const FakeGuest guest(clone.namespace_fd());
   const uint32_t host = clone.host_veth_address();  // 10.200.0.1, the host's own
   const auto beyond_9000 = udp_socket(outside.netns(), 0x0AC90002, 9000);
   const auto beyond_9001 = udp_socket(outside.netns(), 0x0AC90002, 9001);
@@ -310,34 +344,60 @@ TEST_F(CloneNetworkTest, AGuestsPacketsLeaveAsTheNamespaceOnlyWhereTheEgressPoli
   ASSERT_TRUE(beyond_9000 && beyond_9001 && host_9000);
   // Each socket's first datagram names the first packet let through to it: those sent
   // before it, through the same TAP, were refused.
-  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9000, "none"));  // egress none: nothing leaves
-  ASSERT_OK(send_as_guest(ns, host, 9000, "none"));
+  ASSERT_OK(guest.send(0x0AC90002, 9000, "none"));  // egress none: nothing leaves
+  ASSERT_OK(guest.send(host, 9000, "none"));
 
   ASSERT_OK_AND_ASSIGN(auto port_9000, parse_egress_rule("10.201.0.0/24:9000"));
   ASSERT_OK(clone.set_egress({.mode = EgressPolicy::Mode::kAllowList, .allow = {port_9000}}));
-  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9001, "allow-list, another port"));
-  ASSERT_OK(send_as_guest(ns, host, 9000, "allow-list, the host"));
-  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9000, "allow-list"));
+  ASSERT_OK(guest.send(0x0AC90002, 9001, "allow-list, another port"));
+  ASSERT_OK(guest.send(host, 9000, "allow-list, the host"));
+  ASSERT_OK(guest.send(0x0AC90002, 9000, "allow-list"));
   // Out as the namespace's veth address, whatever the guest's.
   EXPECT_EQ(next_datagram(beyond_9000.get()), "10.200.0.2 allow-list");
 
   ASSERT_OK(clone.set_egress({.mode = EgressPolicy::Mode::kAll}));
-  ASSERT_OK(send_as_guest(ns, host, 9000, "all, the host"));
+  ASSERT_OK(guest.send(host, 9000, "all, the host"));
   ASSERT_OK_AND_ASSIGN(auto host_port, parse_egress_rule("10.200.0.1/32:9000"));
   ASSERT_OK_AND_ASSIGN(auto denied, parse_egress_rule("10.200.0.0/16"));
   ASSERT_OK(clone.set_egress(
       {.mode = EgressPolicy::Mode::kAll, .deny = {denied}, .reserved_allow = {host_port}}));
-  ASSERT_OK(send_as_guest(ns, host, 9000, "denied, though allowed by name"));
+  ASSERT_OK(guest.send(host, 9000, "denied, though allowed by name"));
   ASSERT_OK_AND_ASSIGN(auto other_port, parse_egress_rule("10.201.0.0/24:9001"));
   ASSERT_OK(clone.set_egress(
       {.mode = EgressPolicy::Mode::kAll, .deny = {other_port}, .reserved_allow = {host_port}}));
-  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9001, "all, a denied port"));
-  ASSERT_OK(send_as_guest(ns, host, 9000, "allowed by name"));
+  ASSERT_OK(guest.send(0x0AC90002, 9001, "all, a denied port"));
+  ASSERT_OK(guest.send(host, 9000, "allowed by name"));
   EXPECT_EQ(next_datagram(host_9000.get()), "10.200.0.2 allowed by name");
 
   ASSERT_OK(clone.set_egress({.mode = EgressPolicy::Mode::kAll}));
-  ASSERT_OK(send_as_guest(ns, 0x0AC90002, 9001, "all"));
+  ASSERT_OK(guest.send(0x0AC90002, 9001, "all"));
   EXPECT_EQ(next_datagram(beyond_9001.get()), "10.200.0.2 all");
+}
+
+TEST_F(CloneNetworkTest, AChangedPolicyStopsAConnectionAlreadyUpNotOnlyNewOnes) {
+  auto config = config_of("c1", run_dir_.path(), 0);
+  config.egress.mode = EgressPolicy::Mode::kAll;
+  ASSERT_OK_AND_ASSIGN(auto clone, CloneNetwork::make(config));
+  test::Outside outside(0x0AC90002, "do-c1");
+  const FakeGuest guest(clone.namespace_fd());
+  const auto beyond = udp_socket(outside.netns(), 0x0AC90002, 9000);
+  ASSERT_TRUE(beyond);
+  ASSERT_OK(guest.send(0x0AC90002, 9000, "first"));
+  ASSERT_EQ(next_datagram(beyond.get()), "10.200.0.2 first");
+  // An answer makes the connection established in conntrack's eyes.
+  sockaddr_in to{.sin_family = AF_INET,
+                 .sin_port = htons(40000),
+                 .sin_addr = {htonl(0x0AC80002)},
+                 .sin_zero = {}};
+  ASSERT_EQ(::sendto(beyond.get(), "answer", 6, 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 6)
+      << std::strerror(errno);
+  ASSERT_TRUE(guest.wait_for_arp_request()) << "the answer never came back towards the guest";
+
+  ASSERT_OK(clone.set_egress({}));
+  ASSERT_OK(guest.send(0x0AC90002, 9000, "after none"));
+  ASSERT_OK(clone.set_egress({.mode = EgressPolicy::Mode::kAll}));
+  ASSERT_OK(guest.send(0x0AC90002, 9000, "all again"));
+  EXPECT_EQ(next_datagram(beyond.get()), "10.200.0.2 all again");
 }
 
 TEST_F(CloneNetworkTest, EgressIsReplacedWhileItRunsAndABadPolicyLeavesTheOldOne) {
