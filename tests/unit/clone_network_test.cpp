@@ -330,7 +330,8 @@ TEST_F(CloneNetworkTest, TheNatAndAFilterThatLetsNothingOutByDefaultAreInTheName
   for (const char* reserved : {"169.254.0.0/16", "10.200.0.0/16", "198.18.0.0/15", "172.31.9.1"}) {
     EXPECT_NE(rules.find(reserved), std::string::npos) << reserved << " not reserved:\n" << rules;
   }
-  EXPECT_NE(rules.find("ip daddr @reserved drop"), std::string::npos) << rules;
+  EXPECT_NE(rules.find("ip daddr @reserved counter name \"dropped\" drop"), std::string::npos)
+      << rules;
 }
 
 TEST_F(CloneNetworkTest, AGuestsPacketsLeaveAsTheNamespaceOnlyWhereTheEgressPolicySays) {
@@ -372,6 +373,12 @@ TEST_F(CloneNetworkTest, AGuestsPacketsLeaveAsTheNamespaceOnlyWhereTheEgressPoli
   ASSERT_OK(clone.set_egress({.mode = EgressPolicy::Mode::kAll}));
   ASSERT_OK(guest.send(0x0AC90002, 9001, "all"));
   EXPECT_EQ(next_datagram(beyond_9001.get()), "10.200.0.2 all");
+
+  // Seven refused across six rule sets, each counted once; three let through, at least.
+  ASSERT_OK_AND_ASSIGN(const auto counted, clone.counters());
+  EXPECT_EQ(counted.dropped_packets, 7U);
+  EXPECT_GE(counted.sent_packets, 3U);
+  EXPECT_GE(counted.sent_bytes, 3U * (20 + 8 + 3));
 }
 
 TEST_F(CloneNetworkTest, AChangedPolicyStopsAConnectionAlreadyUpNotOnlyNewOnes) {
@@ -414,7 +421,8 @@ TEST_F(CloneNetworkTest, EgressIsReplacedWhileItRunsAndABadPolicyLeavesTheOldOne
   EXPECT_EQ(rules.find("iifname \"tap0\" oifname \"veth0\" accept"), std::string::npos) << rules;
   const auto allow_at = rules.find(
       "iifname \"tap0\" ip daddr 10.1.0.0/16 meta l4proto { tcp, udp } th dport 443 accept");
-  const auto deny_at = rules.find("iifname \"tap0\" ip daddr 10.1.2.0/24 drop");
+  const auto deny_at =
+      rules.find("iifname \"tap0\" ip daddr 10.1.2.0/24 counter name \"dropped\" drop");
   ASSERT_NE(allow_at, std::string::npos) << rules;
   ASSERT_NE(deny_at, std::string::npos) << rules;
   EXPECT_LT(deny_at, allow_at) << "the deny list must come first: it wins";

@@ -9,8 +9,10 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "vmm/network/namespace_thread.h"
 #include "vmm/network/netlink.h"
@@ -97,6 +99,30 @@ Status bind_namespace(int fd, const std::string& run_dir, const std::string& pat
   return ok();
 }
 
+// The egress filter's drop counter in the namespace `netns`: {packets, bytes}, zero when
+// no filter is there yet.
+Result<std::pair<uint64_t, uint64_t>> read_drop_counter(int netns) {
+  const auto listed = DSEC_TRY(in_namespace(netns, []() -> Result<std::string> {
+    auto nft = DSEC_TRY(Nftables::open());
+    const auto tables = DSEC_TRY(nft.run("list tables inet\n"));
+    if (tables.find(std::string(" ") + kEgressTable + "\n") == std::string::npos) {
+      return std::string();
+    }
+    return nft.run(fmt::format("list counter inet {} {}\n", kEgressTable, kEgressDropCounter));
+  }));
+  if (listed.empty()) {
+    return std::pair<uint64_t, uint64_t>{0, 0};
+  }
+  unsigned long long packets = 0;
+  unsigned long long bytes = 0;
+  const auto at = listed.find("packets ");
+  if (at == std::string::npos ||
+      std::sscanf(listed.c_str() + at, "packets %llu bytes %llu", &packets, &bytes) != 2) {
+    return fail("nftables: no packets and bytes in the egress drop counter: " + listed);
+  }
+  return std::pair<uint64_t, uint64_t>{packets, bytes};
+}
+
 }  // namespace
 
 struct CloneNetwork::State {
@@ -105,6 +131,9 @@ struct CloneNetwork::State {
   UniqueFd clone;    // the clone's
   std::string path;  // its bind mount, once made
   bool veth_made = false;
+  // The filter's drops counted by the rule sets replaced so far.
+  uint64_t dropped_bytes_before = 0;
+  uint64_t dropped_packets_before = 0;
 };
 
 std::string host_veth_name(const std::string& name) {
@@ -295,12 +324,37 @@ Status CloneNetwork::set_egress(const EgressPolicy& policy) {
       }));
   scope.reserved.insert(scope.reserved.end(), host_addresses.begin(), host_addresses.end());
   const std::string commands = egress_ruleset(policy, scope);
+  // The new table's counter starts at zero: carry the old one's over.
+  const auto [packets, bytes] = DSEC_TRY(read_drop_counter(state_->clone.get()));
   DSEC_TRY(in_namespace(state_->clone.get(), [&]() -> Status {
     auto nft = DSEC_TRY(Nftables::open());
     return nft.apply(commands);
   }));
+  state_->dropped_packets_before += packets;
+  state_->dropped_bytes_before += bytes;
   state_->config.egress = policy;
   return ok();
+}
+
+Result<CloneNetworkCounters> CloneNetwork::counters() const {
+  const std::string host_veth = host_veth_name(state_->config.name);
+  const auto stats =
+      DSEC_TRY(in_namespace(state_->host.get(), [&]() -> Result<std::optional<rtnl_link_stats64>> {
+        auto netlink = DSEC_TRY(Netlink::open());
+        return netlink.link_stats(host_veth);
+      }));
+  if (!stats) {
+    return fail("clone network " + state_->config.name + ": its veth end " + host_veth +
+                " is gone");
+  }
+  const auto [packets, bytes] = DSEC_TRY(read_drop_counter(state_->clone.get()));
+  // The host's end receives what the namespace sends, and sends what it receives.
+  return CloneNetworkCounters{.sent_bytes = stats->rx_bytes,
+                              .sent_packets = stats->rx_packets,
+                              .received_bytes = stats->tx_bytes,
+                              .received_packets = stats->tx_packets,
+                              .dropped_bytes = state_->dropped_bytes_before + bytes,
+                              .dropped_packets = state_->dropped_packets_before + packets};
 }
 
 int CloneNetwork::namespace_fd() const {

@@ -50,6 +50,17 @@ Status validate_name(const std::string& name);
 std::string host_veth_name(const std::string& name);
 inline constexpr const char* kNamespaceVeth = "veth0";  // the namespace's end
 
+// A clone's traffic, for its metrics: what crossed the veth pair each way (counted at the
+// host's end) and what the egress filter refused of the guest's.
+struct CloneNetworkCounters {
+  uint64_t sent_bytes = 0;  // out of the clone's namespace to the host's side
+  uint64_t sent_packets = 0;
+  uint64_t received_bytes = 0;  // from the host's side into the namespace
+  uint64_t received_packets = 0;
+  uint64_t dropped_bytes = 0;  // the guest's, refused by the filter since it was made
+  uint64_t dropped_packets = 0;
+};
+
 class CloneNetwork {
  public:
   // Makes it all from the calling thread's network namespace, which is taken as the host's.
@@ -84,6 +95,10 @@ class CloneNetwork {
   const CloneNetworkConfig& config() const;
   uint32_t host_veth_address() const;       // the /30's .1, in the host's namespace
   uint32_t namespace_veth_address() const;  // its .2: the clone's address seen from the host
+
+  // The counters as they are now. The filter's drops are carried over each set_egress
+  // (packets refused while the rule set is being replaced may go uncounted).
+  Result<CloneNetworkCounters> counters() const;
 
   // `nft list ruleset` inside the namespace (for tests and a look by hand).
   Result<std::string> ruleset() const;

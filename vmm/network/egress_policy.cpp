@@ -22,6 +22,11 @@ Result<uint16_t> parse_port(const std::string& text, const std::string& rule) {
   return static_cast<uint16_t>(value);
 }
 
+// Every packet of the guest's that the filter refuses is counted (CloneNetwork::counters).
+std::string counted_drop() {
+  return fmt::format("counter name \"{}\" drop", kEgressDropCounter);
+}
+
 std::string rule_match(const EgressRule& rule) {
   std::string match = "ip daddr " + to_string(rule.destination);
   if (rule.first_port != 0) {
@@ -34,7 +39,7 @@ std::string rule_match(const EgressRule& rule) {
 }
 
 void add_rules(std::string& out, const std::vector<EgressRule>& rules, const std::string& tap,
-               const char* verdict) {
+               const std::string& verdict) {
   for (const auto& rule : rules) {
     out += fmt::format("    iifname \"{}\" {} {}\n", tap, rule_match(rule), verdict);
   }
@@ -90,7 +95,8 @@ std::string egress_ruleset(const EgressPolicy& policy, const EgressScope& scope)
   const std::string table = fmt::format("inet {}", kEgressTable);
   // Add (a no-op if it exists), delete, make anew: one transaction, so the old rules hold
   // until the new ones are in and a failure leaves the old ones.
-  std::string out = fmt::format("table {}\ndelete table {}\ntable {} {{\n", table, table, table);
+  std::string out = fmt::format("table {}\ndelete table {}\ntable {} {{\n  counter {} {{ }}\n",
+                                table, table, table, kEgressDropCounter);
   if (!scope.reserved.empty()) {
     out += "  set reserved {\n    type ipv4_addr; flags interval; auto-merge;\n    elements = { ";
     for (size_t i = 0; i < scope.reserved.size(); ++i) {
@@ -105,24 +111,24 @@ std::string egress_ruleset(const EgressPolicy& policy, const EgressScope& scope)
   out += "  chain forward {\n    type filter hook forward priority filter; policy drop;\n";
   out += fmt::format("    iifname \"{}\" oifname \"{}\" accept\n", scope.veth, scope.tap);
   out += fmt::format("    iifname \"{}\" ct direction reply accept\n", scope.tap);
-  out += fmt::format("    iifname \"{}\" meta nfproto != ipv4 drop\n", scope.tap);
+  out += fmt::format("    iifname \"{}\" meta nfproto != ipv4 {}\n", scope.tap, counted_drop());
   // deny first: it wins over reserved_allow and allow alike.
-  add_rules(out, policy.deny, scope.tap, "drop");
+  add_rules(out, policy.deny, scope.tap, counted_drop());
   add_rules(out, policy.reserved_allow, scope.tap, "accept");
   if (!scope.reserved.empty()) {
-    out += fmt::format("    iifname \"{}\" ip daddr @reserved drop\n", scope.tap);
+    out += fmt::format("    iifname \"{}\" ip daddr @reserved {}\n", scope.tap, counted_drop());
   }
   if (policy.mode == EgressPolicy::Mode::kAll) {
     out += fmt::format("    iifname \"{}\" oifname \"{}\" accept\n", scope.tap, scope.veth);
   } else if (policy.mode == EgressPolicy::Mode::kAllowList) {
     add_rules(out, policy.allow, scope.tap, "accept");
   }
-  out += "  }\n";
+  out += fmt::format("    iifname \"{}\" {}\n  }}\n", scope.tap, counted_drop());
   // The namespace's own addresses (the TAP's, the veth's) are no way out: the guest reaches
   // nothing there but the answers to what the namespace itself sent.
   out += "  chain input {\n    type filter hook input priority filter; policy accept;\n";
   out += fmt::format("    iifname \"{}\" ct state established,related accept\n", scope.tap);
-  out += fmt::format("    iifname \"{}\" drop\n  }}\n}}\n", scope.tap);
+  out += fmt::format("    iifname \"{}\" {}\n  }}\n}}\n", scope.tap, counted_drop());
   return out;
 }
 

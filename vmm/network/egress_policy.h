@@ -54,8 +54,10 @@ struct EgressScope {
   std::vector<Ipv4Cidr> reserved{};
 };
 
-// The name of the table egress_ruleset() writes (family inet).
+// The name of the table egress_ruleset() writes (family inet), and of its counter of the
+// guest's packets it refused.
 inline constexpr const char* kEgressTable = "dsec_egress";
+inline constexpr const char* kEgressDropCounter = "dropped";
 
 // The nft commands that replace the egress table with `policy`'s, as one transaction: the
 // forward chain drops by default, lets everything from the host's side to the guest through

@@ -8,6 +8,7 @@
 #include <linux/veth.h>
 
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 namespace dsec::network {
@@ -29,6 +30,18 @@ int collect_ipv4(const nlmsghdr* message, void* data) {
     return MNL_CB_OK;
   }
   return mnl_attr_parse(message, sizeof(*ifa), collect_local_address, data);
+}
+
+int read_stats_attribute(const nlattr* attr, void* data) {
+  if (mnl_attr_get_type(attr) == IFLA_STATS64 &&
+      mnl_attr_get_payload_len(attr) >= sizeof(rtnl_link_stats64)) {
+    std::memcpy(data, mnl_attr_get_payload(attr), sizeof(rtnl_link_stats64));
+  }
+  return MNL_CB_OK;
+}
+
+int read_stats(const nlmsghdr* message, void* data) {
+  return mnl_attr_parse(message, sizeof(ifinfomsg), read_stats_attribute, data);
 }
 
 int read_index(const nlmsghdr* message, void* data) {
@@ -106,6 +119,22 @@ Result<std::optional<int>> Netlink::link_index(const std::string& name) {
     return std::unexpected(found.error());
   }
   return index;
+}
+
+Result<std::optional<rtnl_link_stats64>> Netlink::link_stats(const std::string& name) {
+  nlmsghdr* message = start(RTM_GETLINK, NLM_F_REQUEST | NLM_F_ACK);
+  auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(message, sizeof(ifinfomsg)));
+  ifi->ifi_family = AF_UNSPEC;
+  mnl_attr_put_strz(message, IFLA_IFNAME, name.c_str());
+  rtnl_link_stats64 stats{};
+  auto found = exchange("reading the counters of link " + name, read_stats, &stats);
+  if (!found) {
+    if (found.error().os_errno() == ENODEV) {
+      return std::nullopt;
+    }
+    return std::unexpected(found.error());
+  }
+  return stats;
 }
 
 Status Netlink::add_veth(const std::string& name, const std::string& peer, int peer_netns_fd) {

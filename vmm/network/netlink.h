@@ -4,6 +4,7 @@
 #pragma once
 
 #include <libmnl/libmnl.h>
+#include <linux/if_link.h>
 
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,8 @@ class Netlink {
   Status add_default_route(uint32_t gateway);
   // Deletes the link (a veth's peer goes with it); a missing link is no error.
   Status delete_link(const std::string& name);
+  // The link's counters (IFLA_STATS64), or nothing when no link of that name exists.
+  Result<std::optional<rtnl_link_stats64>> link_stats(const std::string& name);
   // Every IPv4 address of this namespace, as /32s.
   Result<std::vector<Ipv4Cidr>> ipv4_addresses();
 
