@@ -104,44 +104,45 @@ Status Netlink::exchange(const std::string& what, mnl_cb_t callback, void* data)
   }
 }
 
-Result<std::optional<int>> Netlink::link_index(const std::string& name) {
-  // With NLM_F_ACK the link's message comes, then the ack.
-  nlmsghdr* message = start(RTM_GETLINK, NLM_F_REQUEST | NLM_F_ACK);
+nlmsghdr* Netlink::start_link(uint16_t type, uint16_t flags, const std::string& name) {
+  nlmsghdr* message = start(type, flags);
   auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(message, sizeof(ifinfomsg)));
   ifi->ifi_family = AF_UNSPEC;
   mnl_attr_put_strz(message, IFLA_IFNAME, name.c_str());
-  int index = 0;
-  auto found = exchange("looking up link " + name, read_index, &index);
+  return message;
+}
+
+Result<bool> Netlink::get_link(const std::string& name, mnl_cb_t callback, void* data) {
+  // With NLM_F_ACK the link's message comes, then the ack.
+  start_link(RTM_GETLINK, NLM_F_REQUEST | NLM_F_ACK, name);
+  auto found = exchange("looking up link " + name, callback, data);
   if (!found) {
     if (found.error().os_errno() == ENODEV) {
-      return std::nullopt;
+      return false;
     }
     return std::unexpected(found.error());
+  }
+  return true;
+}
+
+Result<std::optional<int>> Netlink::link_index(const std::string& name) {
+  int index = 0;
+  if (!DSEC_TRY(get_link(name, read_index, &index))) {
+    return std::nullopt;
   }
   return index;
 }
 
 Result<std::optional<rtnl_link_stats64>> Netlink::link_stats(const std::string& name) {
-  nlmsghdr* message = start(RTM_GETLINK, NLM_F_REQUEST | NLM_F_ACK);
-  auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(message, sizeof(ifinfomsg)));
-  ifi->ifi_family = AF_UNSPEC;
-  mnl_attr_put_strz(message, IFLA_IFNAME, name.c_str());
   rtnl_link_stats64 stats{};
-  auto found = exchange("reading the counters of link " + name, read_stats, &stats);
-  if (!found) {
-    if (found.error().os_errno() == ENODEV) {
-      return std::nullopt;
-    }
-    return std::unexpected(found.error());
+  if (!DSEC_TRY(get_link(name, read_stats, &stats))) {
+    return std::nullopt;
   }
   return stats;
 }
 
 Status Netlink::add_veth(const std::string& name, const std::string& peer, int peer_netns_fd) {
-  nlmsghdr* message = start(RTM_NEWLINK, kCreate);
-  auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(message, sizeof(ifinfomsg)));
-  ifi->ifi_family = AF_UNSPEC;
-  mnl_attr_put_strz(message, IFLA_IFNAME, name.c_str());
+  nlmsghdr* message = start_link(RTM_NEWLINK, kCreate, name);
   nlattr* link_info = mnl_attr_nest_start(message, IFLA_LINKINFO);
   mnl_attr_put_strz(message, IFLA_INFO_KIND, "veth");
   nlattr* info_data = mnl_attr_nest_start(message, IFLA_INFO_DATA);
@@ -158,12 +159,10 @@ Status Netlink::add_veth(const std::string& name, const std::string& peer, int p
 }
 
 Status Netlink::set_up(const std::string& name) {
-  nlmsghdr* message = start(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK);
-  auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(message, sizeof(ifinfomsg)));
-  ifi->ifi_family = AF_UNSPEC;
+  nlmsghdr* message = start_link(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, name);
+  auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_get_payload(message));
   ifi->ifi_flags = IFF_UP;
   ifi->ifi_change = IFF_UP;
-  mnl_attr_put_strz(message, IFLA_IFNAME, name.c_str());
   return exchange("bringing " + name + " up");
 }
 
@@ -197,10 +196,7 @@ Status Netlink::add_default_route(uint32_t gateway) {
 }
 
 Status Netlink::delete_link(const std::string& name) {
-  nlmsghdr* message = start(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK);
-  auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(message, sizeof(ifinfomsg)));
-  ifi->ifi_family = AF_UNSPEC;
-  mnl_attr_put_strz(message, IFLA_IFNAME, name.c_str());
+  start_link(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK, name);
   auto deleted = exchange("deleting link " + name);
   if (!deleted && deleted.error().os_errno() == ENODEV) {
     return ok();

@@ -48,6 +48,10 @@ class Netlink {
   // dump, its end), each handed to `callback`.
   Status exchange(const std::string& what, mnl_cb_t callback = nullptr, void* data = nullptr);
   nlmsghdr* start(uint16_t type, uint16_t flags);
+  // A link request: its ifinfomsg, and the link named by IFLA_IFNAME.
+  nlmsghdr* start_link(uint16_t type, uint16_t flags, const std::string& name);
+  // RTM_GETLINK of `name`, its message handed to `callback`; false when no such link.
+  Result<bool> get_link(const std::string& name, mnl_cb_t callback, void* data);
 
   std::unique_ptr<mnl_socket, SocketCloser> socket_;
   uint32_t port_id_ = 0;
