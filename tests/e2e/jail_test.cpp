@@ -23,6 +23,7 @@
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
+#include "tests/support/jail_dir.h"
 #include "tests/support/sandbox.h"
 #include "tests/support/warm_image.h"
 #include "vmm/api/api_client.h"
@@ -36,75 +37,11 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr auto kReadyDeadline = std::chrono::seconds(300);
-constexpr uid_t kJailUid = 4242;
-constexpr gid_t kJailGid = 4343;
-constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
-constexpr const char* kCgroupParent = "dsec-vmm-jail-test";
-
-// cgroup v2 where the jail expects it. A host with systemd has it, and so does the test
-// bed; mounted here, as root, on a host that has not.
-void ensure_cgroup2_mounted() {
-  struct statfs st {};
-  if (::statfs(kCgroupRoot, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) {
-    return;
-  }
-  ASSERT_EQ(::mount("none", kCgroupRoot, "cgroup2", 0, nullptr), 0)
-      << "mount -t cgroup2 none " << kCgroupRoot << ": " << std::strerror(errno);
-}
-
-// A sandbox's jail directory on a local file system (Unix sockets cannot live on the test
-// bed's 9p /tmp), owned by the jail's ids so that the VMM can remove its sockets; removed
-// with everything in it.
-class JailDir {
- public:
-  JailDir() {
-    static int counter = 0;
-    const fs::path base = ::access("/run", W_OK) == 0 ? "/run" : fs::temp_directory_path();
-    path_ = base / ("dsec-jail-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
-    fs::create_directories(path_);
-    EXPECT_EQ(::chown(path_.c_str(), kJailUid, kJailGid), 0) << std::strerror(errno);
-  }
-  JailDir(const JailDir&) = delete;
-  JailDir& operator=(const JailDir&) = delete;
-  ~JailDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-
-  const fs::path& path() const { return path_; }
-  fs::path file(const std::string& name) const { return path_ / name; }
-  // Where the jail's cgroup is while its VMM runs.
-  fs::path cgroup() const { return fs::path(kCgroupRoot) / kCgroupParent / path_.filename(); }
-
-  // The jail options for dsec-vmm, with `extra` (--cgroup settings) after them.
-  std::vector<std::string> options(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> args{
-        "--jail", path_.string(),           "--uid",           std::to_string(kJailUid),
-        "--gid",  std::to_string(kJailGid), "--cgroup-parent", kCgroupParent};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  }
-
- private:
-  fs::path path_;
-};
-
 // `head` followed by `tail`.
 std::vector<std::string> concat(std::vector<std::string> head,
                                 const std::vector<std::string>& tail) {
   head.insert(head.end(), tail.begin(), tail.end());
   return head;
-}
-
-// The host pid of the jailed VMM: the one process of its cgroup.
-pid_t jailed_pid(const JailDir& jail) {
-  std::istringstream procs(file_text(jail.cgroup() / "cgroup.procs"));
-  std::vector<pid_t> pids;
-  for (pid_t pid = 0; procs >> pid;) {
-    pids.push_back(pid);
-  }
-  EXPECT_EQ(pids.size(), 1U) << "cgroup.procs of " << jail.cgroup();
-  return pids.empty() ? -1 : pids.front();
 }
 
 // The value of `key` in /proc/PID/status (or a task's status), without the blanks around

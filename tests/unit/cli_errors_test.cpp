@@ -1,6 +1,7 @@
 // The dsec-vmm binary's help and error paths, which need no KVM.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -159,6 +160,25 @@ TEST(CliErrors, AnApiSocketPathThatIsAFileIsRefusedBeforeAnythingStarts) {
   EXPECT_EQ(run.exit_status, 1);
   EXPECT_THAT(run.output, HasSubstr("exists and is not a socket"));
   run_command("rm -f " + file);
+}
+
+TEST(CliErrors, NetnsIsInRunAndRestoreHelpAndABadOneIsRefusedBeforeAnythingStarts) {
+  for (const char* command : {"run", "restore"}) {
+    const CommandOutput help = run_command(kVmm + " " + command + " --help");
+    EXPECT_THAT(help.output, AllOf(HasSubstr("--netns"), HasSubstr("/run/netns/NAME"))) << command;
+  }
+  const CommandOutput missing = run_command(kVmm + " run --netns dsec-no-such-netns 2>&1");
+  EXPECT_EQ(missing.exit_status, 1);
+  EXPECT_THAT(missing.output, AllOf(HasSubstr("/run/netns/dsec-no-such-netns"),
+                                    HasSubstr("No such file"), HasSubstr("make it first")));
+  const CommandOutput bad_name = run_command(kVmm + " restore /tmp --netns ../x 2>&1");
+  EXPECT_EQ(bad_name.exit_status, 1);
+  EXPECT_THAT(bad_name.output, HasSubstr("'../x' is not a network namespace's name"));
+  if (::geteuid() == 0) {  // setns itself tells a file that is no namespace
+    const CommandOutput not_netns = run_command(kVmm + " run --netns /etc/hostname 2>&1");
+    EXPECT_EQ(not_netns.exit_status, 1);
+    EXPECT_THAT(not_netns.output, HasSubstr("it is not a network namespace's file"));
+  }
 }
 
 }  // namespace

@@ -13,7 +13,8 @@ void add_jail_options(CLI::App& command, JailOptions& options) {
       command
           .add_option("--jail", options.dir,
                       "Run the VMM jailed in this directory (it must exist; its name also names "
-                      "the cgroup): new pid, mount, IPC, UTS and network namespaces, a cgroup of "
+                      "the cgroup): new pid, mount, IPC, UTS and network namespaces (with --netns, "
+                      "that network namespace instead of a new one), a cgroup of "
                       "its own, and once the VM's files are open, pivot_root into the directory, "
                       "the --uid/--gid ids and no_new_privs. Sockets and files the VMM uses "
                       "after that (--vsock, --api-sock, --metrics-file) must be inside it. Needs "

@@ -9,6 +9,7 @@
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/cli/jail_options.h"
+#include "vmm/cli/netns_option.h"
 #include "vmm/cli/seccomp_option.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/cli/vm_options.h"
@@ -41,6 +42,7 @@ struct RestoreOptions {
   ApiOptions api;
   seccomp::Mode seccomp = seccomp::Mode::kOn;
   JailOptions jail;
+  std::string netns;  // empty: the namespace it was started in (or the jail's own)
 };
 
 double ms_since(Clock::time_point t) {
@@ -161,12 +163,17 @@ Status jail_paths(const jail::JailPaths& paths, RestoreOptions& options) {
 }
 
 int restore_main(const RestoreOptions& options, Clock::time_point process_start) {
+  if (auto joined = join_netns(options.netns); !joined) {
+    (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", joined.error().message().c_str());
+    return 1;
+  }
   if (!options.jail.enabled()) {
     return restore_vm(options, nullptr, process_start);
   }
   RestoreOptions jailed_options = options;
   const auto jail = [&]() -> Result<Jail> {
     auto made = DSEC_TRY(jail_of(options.jail));
+    made.config.own_network_namespace = options.netns.empty();
     DSEC_TRY(jail_paths(made.paths, jailed_options));
     if (!options.net.empty()) {
       if (const auto net = DSEC_TRY(parse_net(options.net)); net.tap_fd >= 0) {
@@ -202,7 +209,8 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
       "file is mapped copy-on-write: every clone of one snapshot shares its pages in the page "
       "cache and pays only for the pages it writes; the files must not change while a clone "
       "runs. A clone gets what must not be shared anew: --vsock (its socket; default: the "
-      "snapshot's path, which must not exist), --net, --drive. Before anything runs in it, "
+      "snapshot's path, which must not exist), --net, --drive; with --netns, its TAP (the "
+      "snapshot's name) is the one in that network namespace. Before anything runs in it, "
       "its agent gets fresh entropy for the guest kernel's RNG and the host's wall clock. "
       "Exit statuses as for run (3 also when the agent did not answer in time). A jailed clone "
       "(--jail) needs a --vsock inside its jail when the snapshot has a vsock device.");
@@ -262,6 +270,7 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
                   "and resumes it, PUT /snapshot/create snapshots it while paused (a snapshot "
                   "of a clone restores like any other), PUT /actions SendCtrlAltDel asks it to "
                   "reboot");
+  add_netns_option(*restore, options->netns);
   add_jail_options(*restore, options->jail);
   restore->callback([&action, options, process_start] {
     if (options->snapshot_dir.empty() && options->state_fd < 0) {

@@ -7,6 +7,7 @@
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/cli/jail_options.h"
+#include "vmm/cli/netns_option.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/cli/vm_options.h"
 #include "vmm/common/unique_fd.h"
@@ -24,6 +25,7 @@ struct RunOptions {
   uint32_t profile_interval_us = 1000;
   ApiOptions api;
   JailOptions jail;
+  std::string netns;  // empty: the namespace it was started in (or the jail's own)
 };
 
 // Boots `config` and runs it to its end; in a jail, `jailed` is locked down before the
@@ -65,6 +67,10 @@ Status jail_paths(const jail::JailPaths& paths, machine::MachineConfig& config,
 }
 
 int run_main(const RunOptions& options, std::chrono::steady_clock::time_point process_start) {
+  if (auto joined = join_netns(options.netns); !joined) {
+    (void)std::fprintf(stderr, "dsec-vmm run: %s\n", joined.error().message().c_str());
+    return 1;
+  }
   auto config = machine_config(options.vm, process_start);
   if (!config) {
     (void)std::fprintf(stderr, "dsec-vmm run: %s\n", config.error().message().c_str());
@@ -78,6 +84,7 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
   RunOptions jailed_options = options;
   const auto jail = [&]() -> Result<Jail> {
     auto made = DSEC_TRY(jail_of(options.jail));
+    made.config.own_network_namespace = options.netns.empty();
     DSEC_TRY(jail_paths(made.paths, *config, jailed_options));
     if (config->net && config->net->tap_fd >= 0) {
       made.config.kept_fds.push_back(config->net->tap_fd);
@@ -128,6 +135,7 @@ void add_run_command(CLI::App& app, CommandAction& action,
                   "PATCH /vm pauses and resumes the guest, PUT /snapshot/create writes a "
                   "snapshot of it while paused (dsec-vmm snapshot is a client), PUT /actions "
                   "SendCtrlAltDel asks it to reboot");
+  add_netns_option(*run, options->netns);
   add_jail_options(*run, options->jail);
   run->callback([&action, options, process_start] {
     action = [options, process_start] { return run_main(*options, process_start); };

@@ -36,6 +36,9 @@ struct JailConfig {
   std::string cgroup_parent = "dsec-vmm";
   std::vector<CgroupSetting> cgroup_settings;
   uint64_t max_open_files = 2048;  // RLIMIT_NOFILE; RLIMIT_CORE is 0
+  // false: the VMM stays in the network namespace it was started in (dsec-vmm --netns
+  // joined one its caller made) instead of a new, empty one.
+  bool own_network_namespace = true;
   // Inherited file descriptors that stay open in the jail (a TAP handed in); every other
   // descriptor above stderr is closed.
   std::vector<int> kept_fds;

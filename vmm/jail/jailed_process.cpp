@@ -76,7 +76,8 @@ Result<JailedProcess> JailedProcess::enter(const JailConfig& config, UniqueFd su
   // After the close: the copy of the pipe's other end that fork gave this process is gone.
   DSEC_TRY(process.die_with_supervisor());
   // The pid namespace is the supervisor's doing (this process is its first process).
-  if (::unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) != 0) {
+  const int network = config.own_network_namespace ? CLONE_NEWNET : 0;
+  if (::unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | network) != 0) {
     return fail_errno("jail: unshare(mount, IPC, UTS, network namespaces)", errno,
                       "a jailed VMM starts as root (it drops to --uid/--gid itself)");
   }

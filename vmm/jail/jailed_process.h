@@ -17,7 +17,8 @@ class JailedProcess {
   // In the child the supervisor forked (jail/supervisor.h), once in its cgroup: closes
   // every inherited descriptor above stderr but config.kept_fds and `supervisor_alive`
   // (whose other end only the supervisor holds), dies with the supervisor, makes its own
-  // mount, IPC, UTS and network namespaces, makes every mount private to them,
+  // mount, IPC, UTS and network namespaces (the network one unless
+  // config.own_network_namespace is false), makes every mount private to them,
   // bind-mounts the jail directory onto itself and works there.
   static Result<JailedProcess> enter(const JailConfig& config, UniqueFd supervisor_alive);
 
