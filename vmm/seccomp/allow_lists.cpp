@@ -14,23 +14,16 @@
 
 // The kernel's ioctl numbers (this header corrects <linux/kvm.h>'s for C++).
 #include "vmm/kvm/linux_kvm.h"
+#include "vmm/seccomp/rule_forms.h"
 
 namespace dsec::seccomp {
 namespace {
 
-SyscallRule allow(std::string_view syscall) {
-  return {syscall, {}};
-}
-SyscallRule allow_if(std::string_view syscall, std::vector<ArgCondition> conditions) {
-  return {syscall, std::move(conditions)};
-}
-ArgCondition equals(unsigned arg, uint64_t value) {
-  return {arg, ~uint64_t{0}, value};
-}
-// The argument has none of `bits` set.
-ArgCondition without(unsigned arg, uint64_t bits) {
-  return {arg, bits, 0};
-}
+using rules::allow;
+using rules::allow_if;
+using rules::equals;
+using rules::without;
+
 // The kernel reads an ioctl's request as 32 bits: only those are compared.
 SyscallRule ioctl(uint64_t request) {
   return {"ioctl", {{1, 0xffff'ffff, request}}};

@@ -82,26 +82,24 @@ std::optional<Mode> mode_named(std::string_view name) {
 }
 
 Status Policy::apply(Role role) const {
-  if (mode != Mode::kOff) {
-    prepare_process();
-    prepare_violation_report(role);
-    const auto filter = DSEC_TRY(
-        Filter::build(role, mode == Mode::kLog ? ViolationAction::kLog : ViolationAction::kTrap));
-    DSEC_TRY(filter.load());
-  }
-  if (selftest == role) {
-    provoke_violation(role);
-  }
-  return ok();
+  return apply_in(role, Threads::kCalling);
 }
 
 Status Policy::apply_to_process(Role role) const {
+  return apply_in(role, Threads::kAll);
+}
+
+Status Policy::apply_in(Role role, Threads threads) const {
   if (mode != Mode::kOff) {
     prepare_process();
-    prepare_process_violation_report(role);
+    if (threads == Threads::kAll) {
+      prepare_process_violation_report(role);
+    } else {
+      prepare_violation_report(role);
+    }
     const auto filter = DSEC_TRY(
         Filter::build(role, mode == Mode::kLog ? ViolationAction::kLog : ViolationAction::kTrap));
-    DSEC_TRY(filter.load_all_threads());
+    DSEC_TRY(threads == Threads::kAll ? filter.load_all_threads() : filter.load());
   }
   if (selftest == role) {
     provoke_violation(role);

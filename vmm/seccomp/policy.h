@@ -39,6 +39,10 @@ struct Policy {
   Status apply_to_process(Role role) const;
 
   bool operator==(const Policy&) const = default;
+
+ private:
+  enum class Threads { kCalling, kAll };
+  Status apply_in(Role role, Threads threads) const;
 };
 
 // Readies the process for filters, before it starts its first thread (policy_for() and

@@ -18,35 +18,28 @@
 #include <csignal>
 
 #include "vmm/seccomp/allow_lists.h"
+#include "vmm/seccomp/rule_forms.h"
 
 namespace dsec::seccomp {
-namespace {
-
-SyscallRule allow(std::string_view syscall) {
-  return {syscall, {}};
-}
-SyscallRule allow_if(std::string_view syscall, std::vector<ArgCondition> conditions) {
-  return {syscall, std::move(conditions)};
-}
-ArgCondition equals(unsigned arg, uint64_t value) {
-  return {arg, ~uint64_t{0}, value};
-}
-
-}  // namespace
 
 std::vector<SyscallRule> pool_daemon_allow_list() {
+  using rules::allow;
+  using rules::allow_if;
+  using rules::equals;
+  using rules::with;
+  using rules::without;
   return {
       // memory: malloc, thread stacks; never executable
       allow("brk"),
-      {"mmap", {{2, PROT_EXEC, 0}}},
-      {"mprotect", {{2, PROT_EXEC, 0}}},
+      allow_if("mmap", {without(2, PROT_EXEC)}),
+      allow_if("mprotect", {without(2, PROT_EXEC)}),
       allow("munmap"),
       allow("mremap"),
       allow("madvise"),
       // threads (the API's, each background request's): clone with CLONE_THREAD only;
       // clone3, whose flags sit in memory a filter cannot read, fails with ENOSYS, and
       // glibc falls back to clone
-      {"clone", {{0, CLONE_THREAD, CLONE_THREAD}}},
+      allow_if("clone", {with(0, CLONE_THREAD)}),
       {"clone3", {}, ENOSYS},
       allow("set_robust_list"),
       allow("rseq"),
