@@ -8,7 +8,6 @@
 #include "vmm/seccomp/allow_lists.h"
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,7 +21,6 @@ namespace {
 using rules::allow;
 using rules::allow_if;
 using rules::equals;
-using rules::without;
 
 // The kernel reads an ioctl's request as 32 bits: only those are compared.
 SyscallRule ioctl(uint64_t request) {
@@ -40,14 +38,8 @@ void append(std::vector<SyscallRule>& to, const std::vector<SyscallRule>& group)
 // What every thread does: allocate and free memory (glibc's malloc, and its thread stacks
 // as a thread ends), take locks, read clocks, log to stderr, and end.
 std::vector<SyscallRule> every_thread() {
-  return {
-      // malloc and free; never executable memory
-      allow("brk"),
-      allow_if("mmap", {without(2, PROT_EXEC)}),
-      allow_if("mprotect", {without(2, PROT_EXEC)}),
-      allow("munmap"),
-      allow("mremap"),
-      allow("madvise"),
+  // malloc and free; never executable memory
+  return rules::joined(rules::memory(), {
       // std::mutex, std::condition_variable, joins
       allow("futex"),
       // clocks the vDSO cannot answer
@@ -67,7 +59,7 @@ std::vector<SyscallRule> every_thread() {
       // the thread's end, or the VMM's
       allow("exit"),
       allow("exit_group"),
-  };
+  });
 }
 
 // The vCPU kick (VcpuThread::kick: SIGRTMIN to a vCPU thread of this process), sent by

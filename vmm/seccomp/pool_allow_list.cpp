@@ -9,7 +9,6 @@
 // executable memory, never opens a network socket of its own (its TCP listener is open
 // already), and cannot change its SIGSYS handler (the violation report stays).
 #include <sched.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,15 +26,8 @@ std::vector<SyscallRule> pool_daemon_allow_list() {
   using rules::allow_if;
   using rules::equals;
   using rules::with;
-  using rules::without;
-  return {
-      // memory: malloc, thread stacks; never executable
-      allow("brk"),
-      allow_if("mmap", {without(2, PROT_EXEC)}),
-      allow_if("mprotect", {without(2, PROT_EXEC)}),
-      allow("munmap"),
-      allow("mremap"),
-      allow("madvise"),
+  // memory: malloc, thread stacks; never executable
+  return rules::joined(rules::memory(), {
       // threads (the API's, each background request's): clone with CLONE_THREAD only;
       // clone3, whose flags sit in memory a filter cannot read, fails with ENOSYS, and
       // glibc falls back to clone
@@ -152,7 +144,7 @@ std::vector<SyscallRule> pool_daemon_allow_list() {
       allow("getrandom"),
       allow("sysinfo"),
       allow("uname"),
-  };
+  });
 }
 
 }  // namespace dsec::seccomp
