@@ -5,6 +5,7 @@
 #include "tests/support/sandbox.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -14,11 +15,13 @@
 #include <fstream>
 #include <future>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/support/dsec_vmm.h"
+#include "tests/support/file_text.h"
 #include "tests/support/warm_image.h"
 
 namespace dsec::test {
@@ -131,6 +134,31 @@ TEST(Sandbox, RunsCommandsStreamsOutputMovesFilesTimesOutAndServes32StreamsAtOnc
   // The vsock device sits on virtio-mmio slot 0, IOAPIC pin 5, which the guest routed.
   EXPECT_THAT(state, ContainsRegex("ioapic: irr 0x[0-9a-f]+;.* pin 5 vector 0x[0-9a-f]+ edge"))
       << state;
+
+  // SIGUSR2, the wake-up probe of a stalled guest (tests/support/wakeup_probe.h), reaches
+  // every vCPU as the call-function IPI it stands for, and harms nothing: each CPU's count
+  // of them ("CAL" in /proc/interrupts) grows, and the agent answers on.
+  const auto calls = [&] {
+    const ShellOutput out = sh(vm, "grep CAL: /proc/interrupts");
+    std::istringstream row(out.out);
+    std::string label;
+    std::vector<uint64_t> counts(2);
+    row >> label >> counts[0] >> counts[1];
+    return counts;
+  };
+  const std::vector<uint64_t> calls_before = calls();
+  ASSERT_EQ(::kill(vm.pid(), SIGUSR2), 0);
+  std::string probed;
+  for (int i = 0; i < 100 && probed.find("wake-up IPIs: vectors") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(100ms);
+    probed = file_text(vm.dir() / "vmm.log");
+  }
+  EXPECT_THAT(probed, HasSubstr("wake-up IPIs: vectors 0xfb and 0xfd sent to each of 2 vCPUs "
+                                "(4 of 4 taken)"))
+      << probed;
+  const std::vector<uint64_t> calls_after = calls();
+  EXPECT_GT(calls_after[0], calls_before[0]);
+  EXPECT_GT(calls_after[1], calls_before[1]);
 
   // 32 commands at once, each on its own vsock stream, each with its own output.
   std::array<Captured, 32> results;

@@ -7,6 +7,9 @@
 #     but not after the hostile guest's own "hostile: FAIL at op";
 #   - a failed command's output showing a guest's vCPU at the test-bed kernel's kvm_amd code:
 #     kind=nested-guest-at-host-rip; a guest kernel's own RIP: no such line;
+#   - a failed command's line saying its stalled guest answered after the wake-up IPIs
+#     (tests/support/wakeup_probe.h): kind=nested-lost-wakeup; that line in a command
+#     that passed, or indented (the guest's console quoted), no such line;
 #   - a sanitizer report beside a kernel fault: exit 3, no such line;
 #   - the test-bed kernel crashed by sysrq under a command: exit 2, kind=vm-died, and in a
 #     ctest log of that try tools/test-retries names the test as one to run again, with
@@ -58,6 +61,15 @@ check host-rip-named test "$(kind)" = nested-guest-at-host-rip
 check host-rip-says grep -q "__svm_vcpu_run+0xa0 \[kvm_amd\]" <<<"$out"
 run guest-rip 'echo "  vcpu 0: rip 0xffffffff81234567 IF=1 runnable"; exit 1'
 check guest-rip-no-fault test -z "$(kind)"
+
+wakeup='dsec-test: LOST-WAKEUP the stalled guest answered 412 ms after its vCPUs were sent the reschedule and call-function-single IPIs'
+run lost-wakeup "echo 'tests/e2e/api_test.cpp:113: Failure'; echo '$wakeup'; exit 1"
+check lost-wakeup-status test "$rc" = 1
+check lost-wakeup-named test "$(kind)" = nested-lost-wakeup
+run lost-wakeup-passed "echo '$wakeup'; exit 0"
+check lost-wakeup-passed-no-fault test -z "$(kind)"
+run lost-wakeup-quoted "echo '  $wakeup'; exit 1"
+check lost-wakeup-quoted-no-fault test -z "$(kind)"
 
 run sanitizer 'echo "==7==ERROR: AddressSanitizer: heap-use-after-free on address 0x1" >&2
   echo "<2>BUG: soft lockup - CPU#1 stuck for 22s! [harness-test:1]" >/dev/kmsg; sleep 2; exit 1'

@@ -21,6 +21,7 @@
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
+#include "tests/support/wakeup_probe.h"
 #include "vmm/agent/client.h"
 
 namespace dsec::test {
@@ -185,6 +186,7 @@ class Sandbox {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
     why = "the agent did not answer within the deadline (last: " + last + ")\n" + describe();
+    why += probe();
     return false;
   }
 
@@ -220,9 +222,21 @@ class Sandbox {
 
   // describe(), after the VMM logged its interrupts' and devices' state: for a step that
   // timed out.
+  // Then the wake-up probe (wakeup_probe.h): its line says whether the test bed had lost
+  // a wake-up of the guest's.
   std::string describe_stuck() {
     log_state("virtio slot", std::chrono::seconds(5));
-    return describe();
+    return describe() + probe();
+  }
+
+  // probe_lost_wakeup() on this VMM, the guest's answer being its agent's to a health check.
+  std::string probe() {
+    return probe_lost_wakeup(
+        pid_,
+        [this] {
+          return file_text(dir_ / "vmm.log").find("wake-up IPIs: vectors") != std::string::npos;
+        },
+        [this] { return client(std::chrono::seconds(5)).health().has_value(); });
   }
 
   // The guest's console and the VMM's log, for failure messages.
@@ -312,6 +326,10 @@ auto within(Sandbox& vm, std::chrono::seconds deadline, std::string& stuck, F ru
   auto done = std::async(std::launch::async, std::move(run));
   if (done.wait_for(deadline) == std::future_status::timeout) {
     stuck = "no answer after " + std::to_string(deadline.count()) + " s\n" + vm.describe_stuck();
+    // The step fails either way (the VMM is killed below); one that the wake-up probe of
+    // describe_stuck() revived returns as if it had passed: it is failed here, its marker
+    // line earning the test a named retry.
+    if (stuck.find(kLostWakeupMarker) != std::string::npos) ADD_FAILURE() << stuck;
     vm.stop(SIGKILL);
   }
   return done.get();

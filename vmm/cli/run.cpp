@@ -118,7 +118,9 @@ void add_run_command(CLI::App& app, CommandAction& action,
       "SIGINT/SIGTERM stop the VM (status 0); SIGUSR1 logs where the interrupts stand (each "
       "vCPU: halted or not, its local APIC's pending and in-service vectors; the IOAPIC's "
       "pins) and the state of every virtio device (its queues' indices, vsock's streams and "
-      "credit), for a look at a VM that seems stuck.");
+      "credit), for a look at a VM that seems stuck; SIGUSR2 sends each vCPU the two "
+      "interrupts a Linux guest's CPUs wake each other with (vectors 0xfb and 0xfd) and logs "
+      "it: a guest that answers soon after had lost a wake-up (docs/kvm-test-bed-faults.md).");
   add_vm_options(*run, options->vm);
   add_console_options(*run, options->console);
   run->add_option("--metrics-file", options->metrics_file,

@@ -17,6 +17,7 @@
 #include "vmm/cli/log_output.h"
 #include "vmm/cli/seccomp_option.h"
 #include "vmm/cli/serve_vm.h"
+#include "vmm/cli/vm_signals.h"
 #include "vmm/io/signal_watcher.h"
 
 namespace dsec::cli {
@@ -97,7 +98,7 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
   settings.configure_logger = configure_log;
 
   // Before any thread, as serve_vm does: only the watcher sees these.
-  io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
+  DSEC_BLOCK_VM_SIGNALS(signals);
   auto service = api::ApiService::bind(options.api.socket, options.api.id);
   if (!service) {
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", service.error().message().c_str());
@@ -112,13 +113,9 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
   auto watcher = io::SignalWatcher::start(
       signals,
       [&backend](int signo) {
-        if (signo == SIGUSR1) {
-          if (auto* vm = backend.vm()) {
-            vm->log_state();
-          }
-          return;
+        if (!take_look_signal(backend.vm(), signo)) {
+          backend.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
         }
-        backend.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
       },
       [&backend, &policy] {
         auto filtered = policy.apply(seccomp::Role::kSignals);
@@ -178,7 +175,7 @@ void add_serve_command(CLI::App& app, CommandAction& action, Clock::time_point p
       "with "
       "run's statuses (3 also when a loaded clone's agent did not answer; 1 for a bad "
       "--config-file); a second start or load is refused. SIGINT/SIGTERM end it, with or "
-      "without a VM (status 0).");
+      "without a VM (status 0); SIGUSR1 and SIGUSR2 act as for run.");
   serve->add_option("--api-sock", options->api.socket,
                     "The API's Unix socket (created here; needed unless --no-api)");
   options->api.id = api::ApiService::kDefaultInstanceId;

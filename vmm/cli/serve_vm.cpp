@@ -13,6 +13,7 @@
 #include "vmm/api/api_service.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/log_output.h"
+#include "vmm/cli/vm_signals.h"
 #include "vmm/common/metrics_sink.h"
 #include "vmm/io/signal_watcher.h"
 #include "vmm/seccomp/role.h"
@@ -98,9 +99,8 @@ Result<UniqueFd> open_console(const ConsoleOptions& options, machine::MachineCon
 
 int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& build,
              const ServeOptions& options, std::chrono::steady_clock::time_point process_start) {
-  // SIGINT and SIGTERM stop the VM, SIGUSR1 logs its interrupts' and devices' state. Blocked
-  // before the Machine starts any thread, so that only the watcher sees them.
-  io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
+  // Blocked before the Machine starts any thread, so that only the watcher sees them.
+  DSEC_BLOCK_VM_SIGNALS(signals);
   std::unique_ptr<api::ApiService> bound_api;
   if (!options.api.socket.empty()) {
     auto bound = api::ApiService::bind(options.api.socket, options.api.id);
@@ -143,9 +143,7 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
   auto watcher = io::SignalWatcher::start(
       signals,
       [&vm = **vm](int signo) {
-        if (signo == SIGUSR1) {
-          vm.log_state();
-        } else {
+        if (!take_look_signal(&vm, signo)) {
           vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
         }
       },

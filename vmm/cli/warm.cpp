@@ -14,6 +14,7 @@
 #include "vmm/cli/commands.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/cli/vm_options.h"
+#include "vmm/cli/vm_signals.h"
 #include "vmm/io/signal_watcher.h"
 #include "vmm/machine/machine.h"
 #include "vmm/seccomp/role.h"
@@ -114,9 +115,8 @@ int warm_main(WarmOptions options, Clock::time_point process_start) {
     (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", console.error().message().c_str());
     return 1;
   }
-  // SIGINT and SIGTERM stop the VM, SIGUSR1 logs its interrupts' and devices' state (as
-  // for run): a warm-up that hangs can say where.
-  io::BlockedSignals signals{SIGINT, SIGTERM, SIGUSR1};
+  // As for run (vm_signals.h): a warm-up that hangs can say where.
+  DSEC_BLOCK_VM_SIGNALS(signals);
   auto vm = machine::Machine::create(*config);
   if (!vm) {
     (void)std::fprintf(stderr, "dsec-vmm warm: %s\n", vm.error().message().c_str());
@@ -125,11 +125,9 @@ int warm_main(WarmOptions options, Clock::time_point process_start) {
   auto watcher = io::SignalWatcher::start(
       signals,
       [&vm = **vm](int signo) {
-        if (signo == SIGUSR1) {
-          vm.log_state();
-          return;
+        if (!take_look_signal(&vm, signo)) {
+          vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
         }
-        vm.stop(signo == SIGINT ? "received SIGINT" : "received SIGTERM");
       },
       [&vm = **vm] { return vm.install_thread_filter(seccomp::Role::kSignals); });
   if (!watcher) {

@@ -17,7 +17,7 @@
 namespace dsec::jail {
 namespace {
 
-constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
 
 sigset_t forwarded_signals() {
   sigset_t set;

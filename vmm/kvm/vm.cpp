@@ -47,6 +47,15 @@ Status Vm::irq_line(uint32_t irq, bool level) {
   return ok();
 }
 
+Result<bool> Vm::signal_msi(uint32_t apic_id, uint8_t vector) {
+  kvm_msi msi{};
+  msi.address_lo = 0xfee00000u | (apic_id << 12);  // physical destination, no redirection
+  msi.data = vector;                                // fixed delivery, edge
+  const int delivered =
+      DSEC_TRY(kvm_ioctl(fd(), KVM_SIGNAL_MSI, &msi, "KVM_SIGNAL_MSI", {"apic id", apic_id}));
+  return delivered > 0;
+}
+
 Status Vm::ioeventfd(const IoEventFd& ioeventfd, bool deassign) {
   kvm_ioeventfd request{};
   request.addr = ioeventfd.address;

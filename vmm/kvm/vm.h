@@ -52,6 +52,10 @@ class Vm {
   Status create_pit2(uint32_t flags = 0);
   // KVM_IRQ_LINE: drive interrupt line `irq` of the in-kernel irqchip.
   Status irq_line(uint32_t irq, bool level);
+  // KVM_SIGNAL_MSI: a fixed, edge-triggered interrupt of `vector` to the local APIC whose
+  // (physical) ID is `apic_id`, as a device's MSI would send it. False where the guest's
+  // APIC refused it (disabled, say).
+  Result<bool> signal_msi(uint32_t apic_id, uint8_t vector);
 
   // KVM_IOEVENTFD, and the same with KVM_IOEVENTFD_FLAG_DEASSIGN.
   Status register_ioeventfd(const IoEventFd& ioeventfd);

@@ -393,6 +393,28 @@ void Machine::log_interrupt_state() {
   spdlog::info("interrupt state (the vCPUs parked to read it):{}", text);
 }
 
+void Machine::send_wakeup_ipis() {
+  if (!started_.load(std::memory_order_acquire)) {
+    spdlog::info("wake-up IPIs: the vCPUs have not started");
+    return;
+  }
+  constexpr uint8_t kCallFunctionSingleVector = 0xfb;
+  constexpr uint8_t kRescheduleVector = 0xfd;
+  size_t delivered = 0;
+  for (auto& vcpu : vcpus_) {
+    for (const uint8_t vector : {kCallFunctionSingleVector, kRescheduleVector}) {
+      const auto sent = vm_.signal_msi(vcpu->vcpu().id(), vector);
+      if (!sent) {
+        spdlog::warn("wake-up IPIs: {}", sent.error().message());
+        return;
+      }
+      delivered += *sent ? 1 : 0;
+    }
+  }
+  spdlog::info("wake-up IPIs: vectors 0xfb and 0xfd sent to each of {} vCPUs ({} of {} taken)",
+               vcpus_.size(), delivered, 2 * vcpus_.size());
+}
+
 MachineMetrics Machine::metrics() const {
   MachineMetrics m;
   if (auto first = control_.first_kvm_run()) {

@@ -121,6 +121,12 @@ class Machine {
   // parked for a moment) and the state of every virtio device
   // (VirtioDevices::request_state_log, logged from the event loop); any thread.
   void log_state();
+  // Sends each vCPU the two interrupts a Linux guest's CPUs wake each other with (vectors
+  // 0xfb, call-function-single, and 0xfd, reschedule) and logs that it did: a probe for a
+  // guest that stopped answering because a wake-up was lost on its way (a guest that
+  // answers soon after had been waiting for one; docs/kvm-test-bed-faults.md). A guest that
+  // was waiting for none finds its queues empty. Any thread; SIGUSR2 asks for it.
+  void send_wakeup_ipis();
 
   GuestMemory& memory() { return memory_; }
   const MachineConfig& config() const { return config_; }

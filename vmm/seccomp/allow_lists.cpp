@@ -221,9 +221,11 @@ std::vector<SyscallRule> console() {
 std::vector<SyscallRule> signals() {
   std::vector<SyscallRule> rules = every_thread();
   append(rules, {allow("poll"), allow("read")});
-  // SIGTERM stops the VM; SIGUSR1 parks the vCPUs for a moment to read their state.
+  // SIGTERM stops the VM; SIGUSR1 parks the vCPUs for a moment to read their state;
+  // SIGUSR2 sends them the wake-up IPIs.
   append(rules, kick_vcpus());
   append(rules, interrupt_state_reads());
+  append(rules, {ioctl(KVM_SIGNAL_MSI)});
   return rules;
 }
 
