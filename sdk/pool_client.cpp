@@ -3,7 +3,7 @@
 #include "dsec/pool.h"
 #include "sdk/error_mapping.h"
 #include "sdk/pool_replies.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/pool/image_store.h"
 #include "vmm/pool/pool_requests.h"
 

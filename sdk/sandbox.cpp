@@ -9,7 +9,7 @@
 #include "sdk/vmm_command.h"
 #include "sdk/vmm_process.h"
 #include "vmm/agent/readiness.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/image/private_dir.h"
 
 namespace dsec::sdk {

@@ -10,7 +10,7 @@
 #include "sdk/host_files.h"
 #include "vmm/agent/client.h"
 #include "vmm/agent/file_copy.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/api/vm_control.h"
 
 namespace dsec::sdk {

@@ -20,7 +20,7 @@
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
 #include "tests/support/sandbox.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 
 namespace dsec::test {
 namespace {

@@ -26,7 +26,7 @@
 #include "tests/support/jail_dir.h"
 #include "tests/support/sandbox.h"
 #include "tests/support/warm_image.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/devices/virtio/net/tap.h"
 
 namespace dsec::test {

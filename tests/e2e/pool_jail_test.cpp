@@ -26,7 +26,7 @@
 #include "tests/support/pool_daemon.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/warm_image.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 
 namespace dsec::test {
 namespace {

@@ -26,7 +26,7 @@
 #include "tests/support/eventually.h"
 #include "tests/support/file_text.h"
 #include "tests/support/warm_image.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/io/unix_socket.h"
 

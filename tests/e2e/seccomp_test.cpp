@@ -19,7 +19,7 @@
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
 #include "tests/support/warm_image.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/seccomp/violation_report.h"
 
 namespace dsec::test {

@@ -13,7 +13,7 @@
 
 #include "tests/support/fake_vm_backend.h"
 #include "vmm/api/config_file.h"
-#include "vmm/api/http_connection.h"
+#include "vmm/http/connection.h"
 #include "vmm/api/vm_api.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "tests/support/stand_in_image.h"
-#include "vmm/api/http_connection.h"
+#include "vmm/http/connection.h"
 #include "vmm/io/event_loop.h"
 #include "vmm/pool/pool.h"
 #include "vmm/pool/pool_api.h"

@@ -11,7 +11,7 @@
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 
 namespace dsec::test {
 

@@ -16,7 +16,7 @@
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "vmm/api/http_connection.h"
+#include "vmm/http/connection.h"
 
 namespace dsec::api {
 namespace {

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "vmm/api/router.h"
+#include "vmm/http/router.h"
 
 namespace dsec::api {
 namespace {

@@ -17,8 +17,8 @@
 
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
-#include "vmm/api/api_client.h"
-#include "vmm/api/api_server.h"
+#include "vmm/http/client.h"
+#include "vmm/http/server.h"
 #include "vmm/io/unix_socket.h"
 
 namespace dsec::api {

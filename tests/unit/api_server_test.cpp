@@ -1,7 +1,7 @@
 // The API server on a Unix socket in a temporary directory, over a fake backend: what a
 // client sees through the socket (the API client, raw bytes, `dsec-vmm snapshot`), the
 // socket file's life, and no fd left behind.
-#include "vmm/api/api_server.h"
+#include "vmm/http/server.h"
 
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
@@ -28,7 +28,7 @@
 #include "tests/support/result_matchers.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/api/vm_api.h"
 #include "vmm/io/unix_socket.h"
 

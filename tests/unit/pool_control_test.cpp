@@ -16,7 +16,7 @@
 #include "tests/support/file_text.h"
 #include "tests/support/stand_in_image.h"
 #include "tests/unit/pool_test_fixture.h"
-#include "vmm/api/api_server.h"
+#include "vmm/http/server.h"
 #include "vmm/api/vm_api.h"
 
 namespace dsec::pool {

@@ -20,7 +20,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_tls.h"
 #include "tests/unit/pool_test_fixture.h"
-#include "vmm/api/api_server.h"
+#include "vmm/http/server.h"
 #include "vmm/tls/tls_transport.h"
 #include "vmm/pool/image_store.h"
 #include "vmm/pool/pool_api.h"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "vmm/api/api_server.h"
+#include "vmm/http/server.h"
 #include "vmm/api/machine_backend.h"
 #include "vmm/api/vm_api.h"
 

@@ -21,9 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "vmm/api/http_message.h"
+#include "vmm/http/message.h"
 #include "vmm/api/preboot_config.h"
-#include "vmm/api/router.h"
+#include "vmm/http/router.h"
 #include "vmm/api/vm_backend.h"
 
 namespace dsec::api {

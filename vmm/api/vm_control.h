@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/common/error.h"
 
 namespace dsec::api {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/api/vm_control.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"

@@ -5,8 +5,8 @@
 // what to change.
 #pragma once
 
-#include "vmm/api/http_message.h"
-#include "vmm/api/router.h"
+#include "vmm/http/message.h"
+#include "vmm/http/router.h"
 #include "vmm/pool/pool.h"
 #include "vmm/pool/tenant_access.h"
 

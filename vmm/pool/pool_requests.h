@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "vmm/agent/protocol.h"
-#include "vmm/api/http_message.h"
+#include "vmm/http/message.h"
 #include "vmm/common/error.h"
 
 namespace dsec::pool {

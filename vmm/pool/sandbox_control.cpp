@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/api/vm_control.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/pool/sandbox_dir.h"

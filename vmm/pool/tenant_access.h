@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "vmm/api/http_message.h"
+#include "vmm/http/message.h"
 #include "vmm/common/error.h"
 #include "vmm/pool/pool_error.h"
 #include "vmm/pool/tenant.h"

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "vmm/api/api_server.h"
+#include "vmm/http/server.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/seccomp_option.h"
 #include "vmm/common/sibling_binary.h"

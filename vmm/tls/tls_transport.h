@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "vmm/api/transport.h"
+#include "vmm/http/transport.h"
 #include "vmm/common/error.h"
 
 namespace dsec::tls {

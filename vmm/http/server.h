@@ -23,8 +23,8 @@
 #include <string>
 #include <thread>
 
-#include "vmm/api/http_connection.h"
-#include "vmm/api/transport.h"
+#include "vmm/http/connection.h"
+#include "vmm/http/transport.h"
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/io/event_loop.h"

@@ -1,4 +1,4 @@
-#include "vmm/api/http_connection.h"
+#include "vmm/http/connection.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "vmm/api/router.h"
+#include "vmm/http/router.h"
 
 #include <fmt/format.h>
 

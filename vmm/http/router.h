@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "vmm/api/http_message.h"
+#include "vmm/http/message.h"
 
 namespace dsec::api {
 

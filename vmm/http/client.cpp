@@ -1,4 +1,4 @@
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 
 #include <fmt/format.h>
 #include <http_parser.h>

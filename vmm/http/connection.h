@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "vmm/api/http_message.h"
+#include "vmm/http/message.h"
 
 namespace dsec::api {
 

@@ -1,4 +1,4 @@
-#include "vmm/api/http_message.h"
+#include "vmm/http/message.h"
 
 #include <fmt/format.h>
 

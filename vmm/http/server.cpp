@@ -1,4 +1,4 @@
-#include "vmm/api/api_server.h"
+#include "vmm/http/server.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
