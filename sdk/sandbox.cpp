@@ -74,7 +74,7 @@ Status wait_until_ready(const std::string& command, SandboxState& sandbox,
     return std::unexpected(vmm_ended(command, *status, sandbox.files));
   }
   DSEC_TRY(with_code(std::move(agent), ErrorCode::kAgent));
-  const api::ApiClient api(sandbox.files.api_socket, kApiTryTimeout);
+  const http::HttpClient api(sandbox.files.api_socket, kApiTryTimeout);
   for (;;) {
     auto answer = api.get("/");
     if (answer) {

@@ -175,7 +175,7 @@ TEST_F(SeccompTest, ServesApiThreadTakesItsFilterWithTheSnapshotItLoads) {
          serving.wait_for(100ms) == std::future_status::timeout) {
   }
   ASSERT_TRUE(std::filesystem::exists(socket)) << serving.get().describe();
-  const api::ApiClient client(socket, 120s);
+  const http::HttpClient client(socket, 120s);
   const auto info = client.get("/");
   ASSERT_TRUE(info) << info.error().message();
   EXPECT_EQ(info->value("state", ""), "Not started");

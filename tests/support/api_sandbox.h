@@ -23,8 +23,8 @@ inline std::filesystem::path local_dir(const std::string& name) {
   return base / (name + "-" + std::to_string(::getpid()));
 }
 
-inline api::ApiClient api_of(const Sandbox& vm) {
-  return api::ApiClient(vm.api_socket(), std::chrono::seconds(120));
+inline http::HttpClient api_of(const Sandbox& vm) {
+  return http::HttpClient(vm.api_socket(), std::chrono::seconds(120));
 }
 
 // The default image with its agent, as the body of PUT /boot-source.

@@ -11,7 +11,7 @@
 
 #include "vmm/common/error.h"
 
-namespace dsec::api {
+namespace dsec::http {
 
 struct HttpReply {
   int status = 0;
@@ -19,7 +19,7 @@ struct HttpReply {
 };
 
 // Who serves the socket, as the client's errors name it: a VMM's API by default.
-struct ApiServerKind {
+struct HttpServerKind {
   std::string socket = "API socket";  // "no API socket at PATH"
   std::string name = "VMM";           // "the VMM refused ...", "is the VMM stuck?"
   // What to do when no socket is there or nobody serves it; empty: start a VMM with
@@ -30,13 +30,13 @@ struct ApiServerKind {
 // The answer's {"fault_message": ...}, else its body (or "no fault_message").
 std::string fault_message_of(const HttpReply& reply);
 
-class ApiClient {
+class HttpClient {
  public:
   // The largest answer taken; the API's answers are a few hundred bytes.
   static constexpr size_t kMaxReplyBytes = 1 << 20;
 
   // `timeout` bounds each request, from connect to the whole answer.
-  ApiClient(std::string socket_path, std::chrono::milliseconds timeout, ApiServerKind server = {})
+  HttpClient(std::string socket_path, std::chrono::milliseconds timeout, HttpServerKind server = {})
       : socket_path_(std::move(socket_path)), timeout_(timeout), server_(std::move(server)) {}
 
   // The raw exchange: any status comes back as a reply.
@@ -53,7 +53,7 @@ class ApiClient {
  private:
   std::string socket_path_;
   std::chrono::milliseconds timeout_;
-  ApiServerKind server_;
+  HttpServerKind server_;
 };
 
-}  // namespace dsec::api
+}  // namespace dsec::http

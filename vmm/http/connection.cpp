@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 HttpConnection& connection_of(http_parser* parser) {
@@ -313,4 +313,4 @@ int HttpConnection::on_message_complete(http_parser* parser) {
   return 0;
 }
 
-}  // namespace dsec::api
+}  // namespace dsec::http

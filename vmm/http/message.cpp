@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 std::string_view reason_phrase(int status) {
@@ -154,4 +154,4 @@ std::string Caller::key() const {
   return {};
 }
 
-}  // namespace dsec::api
+}  // namespace dsec::http

@@ -1,8 +1,8 @@
 #include "vmm/http/server.h"
 
 #include <arpa/inet.h>
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,7 +19,7 @@
 
 #include "vmm/io/unix_socket.h"
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 // Binds `path`, replacing a socket file whose server is gone.
@@ -136,7 +136,7 @@ std::optional<Caller> caller_of(int fd, bool unix_socket) {
 
 }  // namespace
 
-Result<std::unique_ptr<ApiServer>> ApiServer::bind(const std::string& path, HttpLimits limits) {
+Result<std::unique_ptr<HttpServer>> HttpServer::bind(const std::string& path, HttpLimits limits) {
   auto listener = DSEC_TRY(bind_api_socket(path));
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -150,18 +150,18 @@ Result<std::unique_ptr<ApiServer>> ApiServer::bind(const std::string& path, Http
     return std::unexpected(loop.error().with_context("API event loop"));
   }
   // From here on the destructor removes the socket file.
-  return std::unique_ptr<ApiServer>(
-      new ApiServer(path, std::move(listener), st.st_ino, std::move(*loop), limits));
+  return std::unique_ptr<HttpServer>(
+      new HttpServer(path, std::move(listener), st.st_ino, std::move(*loop), limits));
 }
 
-Result<std::unique_ptr<ApiServer>> ApiServer::start(const std::string& path, Handler handler,
-                                                    HttpLimits limits) {
+Result<std::unique_ptr<HttpServer>> HttpServer::start(const std::string& path, Handler handler,
+                                                      HttpLimits limits) {
   auto server = DSEC_TRY(bind(path, limits));
   DSEC_TRY(server->serve(std::move(handler)));
   return server;
 }
 
-Status ApiServer::launch(ThreadStart setup) {
+Status HttpServer::launch(ThreadStart setup) {
   if (thread_.joinable() || stopped_) {
     return fail("the API thread runs already, or has stopped");
   }
@@ -173,8 +173,8 @@ Status ApiServer::launch(ThreadStart setup) {
   return ok();
 }
 
-Result<uint16_t> ApiServer::listen_on_tcp(const std::string& address, uint16_t port,
-                                          std::shared_ptr<const TransportFactory> tls) {
+Result<uint16_t> HttpServer::listen_on_tcp(const std::string& address, uint16_t port,
+                                           std::shared_ptr<const TransportFactory> tls) {
   if (tcp_listener_ || handler_ || stopped_) {
     return fail("the API listens on a TCP port already, or serves already");
   }
@@ -191,7 +191,7 @@ Result<uint16_t> ApiServer::listen_on_tcp(const std::string& address, uint16_t p
   return ntohs(reinterpret_cast<const sockaddr_in&>(bound).sin_port);
 }
 
-Status ApiServer::set_socket_mode(mode_t mode) const {
+Status HttpServer::set_socket_mode(mode_t mode) const {
   // Through an O_PATH descriptor checked to be our socket: chmod on the path would follow a
   // symbolic link swapped in by whoever can write the socket's directory.
   UniqueFd file(::open(path_.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
@@ -207,14 +207,14 @@ Status ApiServer::set_socket_mode(mode_t mode) const {
   return ok();
 }
 
-Status ApiServer::serve(Handler handler) {
+Status HttpServer::serve(Handler handler) {
   return serve_deferred(
       [handler = std::move(handler)](const HttpRequest& request, Responder respond) {
         respond(handler(request));
       });
 }
 
-Status ApiServer::serve_deferred(DeferredHandler handler) {
+Status HttpServer::serve_deferred(DeferredHandler handler) {
   if (handler_ || stopped_) {
     return fail("the API server serves already, or has stopped");
   }
@@ -237,7 +237,7 @@ Status ApiServer::serve_deferred(DeferredHandler handler) {
   return ok();
 }
 
-void ApiServer::run(const ThreadStart& setup) {
+void HttpServer::run(const ThreadStart& setup) {
   pthread_setname_np(pthread_self(), "dsec-api");
   if (setup) {
     if (auto set = setup(); !set) {
@@ -258,19 +258,19 @@ void ApiServer::run(const ThreadStart& setup) {
   }
 }
 
-ApiServer::ApiServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
-                     HttpLimits limits)
+HttpServer::HttpServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
+                       HttpLimits limits)
     : path_(std::move(path)),
       listener_(std::move(listener)),
       inode_(inode),
       loop_(std::move(loop)),
       limits_(limits) {}
 
-ApiServer::~ApiServer() {
+HttpServer::~HttpServer() {
   stop();
 }
 
-void ApiServer::stop() {
+void HttpServer::stop() {
   if (stopped_) {
     return;
   }
@@ -294,7 +294,7 @@ void ApiServer::stop() {
   }
 }
 
-void ApiServer::accept_clients(int listener) {
+void HttpServer::accept_clients(int listener) {
   while (true) {
     UniqueFd client(::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!client) {
@@ -318,8 +318,9 @@ void ApiServer::accept_clients(int listener) {
     }
     if (max_connections_per_caller_ < max_connections_) {
       const std::string key = caller->key();
-      const auto same = std::count_if(connections_.begin(), connections_.end(),
-                                      [&](const auto& kv) { return kv.second.caller.key() == key; });
+      const auto same =
+          std::count_if(connections_.begin(), connections_.end(),
+                        [&](const auto& kv) { return kv.second.caller.key() == key; });
       if (static_cast<size_t>(same) >= max_connections_per_caller_) {
         refused_.log("closed new connection(s) at once",
                      fmt::format("{} has {} connections already, its most", key, same));
@@ -347,7 +348,7 @@ void ApiServer::accept_clients(int listener) {
   }
 }
 
-void ApiServer::ThrottledLog::log(const std::string& what, const std::string& last) {
+void HttpServer::ThrottledLog::log(const std::string& what, const std::string& last) {
   ++count;
   const auto now = std::chrono::steady_clock::now();
   if (now - logged < std::chrono::seconds(5)) {
@@ -358,7 +359,7 @@ void ApiServer::ThrottledLog::log(const std::string& what, const std::string& la
   logged = now;
 }
 
-bool ApiServer::read_from(Connection& c) {
+bool HttpServer::read_from(Connection& c) {
   std::array<char, size_t{16} * 1024> buffer{};
   while (c.http->wants_input()) {
     const TransportIo io = c.transport->receive(buffer);
@@ -379,7 +380,7 @@ bool ApiServer::read_from(Connection& c) {
   return true;
 }
 
-bool ApiServer::write_to(Connection& c) {
+bool HttpServer::write_to(Connection& c) {
   while (!c.http->output().empty()) {
     const TransportIo io = c.transport->send(c.http->output());
     switch (io.kind) {
@@ -398,7 +399,7 @@ bool ApiServer::write_to(Connection& c) {
   return true;
 }
 
-void ApiServer::transport_failed(const Connection& c) {
+void HttpServer::transport_failed(const Connection& c) {
   const std::string why = c.transport->failure();
   if (why.empty()) {
     return;  // the client went away
@@ -413,7 +414,7 @@ void ApiServer::transport_failed(const Connection& c) {
                   fmt::format("{}: {}", c.caller.peer, why));
 }
 
-void ApiServer::serve(uint64_t id) {
+void HttpServer::serve(uint64_t id) {
   const auto it = connections_.find(id);
   if (it == connections_.end() || it->second.in_serve) {
     return;
@@ -426,7 +427,7 @@ void ApiServer::serve(uint64_t id) {
   }
 }
 
-void ApiServer::answer(uint64_t id, const HttpResponse& response) {
+void HttpServer::answer(uint64_t id, const HttpResponse& response) {
   const auto it = connections_.find(id);
   if (it == connections_.end()) {
     return;  // the client went away, or the server stopped
@@ -436,7 +437,7 @@ void ApiServer::answer(uint64_t id, const HttpResponse& response) {
   serve(id);  // from inside serve() for this connection, that serve() goes on
 }
 
-void ApiServer::serve_connection(uint64_t id, Connection& c) {
+void HttpServer::serve_connection(uint64_t id, Connection& c) {
   // Bytes a TLS session decrypted and holds are no event on the socket: while the connection
   // takes input and the session holds some, serve it again rather than wait for one.
   do {
@@ -448,7 +449,7 @@ void ApiServer::serve_connection(uint64_t id, Connection& c) {
   watch_connection(id, c);
 }
 
-bool ApiServer::serve_once(uint64_t id, Connection& c) {
+bool HttpServer::serve_once(uint64_t id, Connection& c) {
   if (!read_from(c)) {
     close_connection(id);
     return false;
@@ -479,7 +480,7 @@ bool ApiServer::serve_once(uint64_t id, Connection& c) {
   return true;
 }
 
-void ApiServer::watch_connection(uint64_t id, Connection& c) {
+void HttpServer::watch_connection(uint64_t id, Connection& c) {
   const uint32_t events = (c.http->wants_input() ? POLLIN : 0) |
                           (c.http->output().empty() ? 0 : POLLOUT) | c.transport->wanted_events();
   if (events == 0 && c.http->awaiting_response()) {
@@ -518,7 +519,7 @@ void ApiServer::watch_connection(uint64_t id, Connection& c) {
   c.events = events;
 }
 
-void ApiServer::close_connection(uint64_t id) {
+void HttpServer::close_connection(uint64_t id) {
   const auto it = connections_.find(id);
   if (it == connections_.end()) {
     return;
@@ -535,7 +536,7 @@ void ApiServer::close_connection(uint64_t id) {
   connections_.erase(it);
 }
 
-void ApiServer::keep_deadline(uint64_t id, Connection& c) {
+void HttpServer::keep_deadline(uint64_t id, Connection& c) {
   using Phase = HttpConnection::Phase;
   // A TLS handshake is part of the first request's headers: a client that stalls in it is
   // held no longer than one that stalls in its headers.
@@ -567,7 +568,7 @@ void ApiServer::keep_deadline(uint64_t id, Connection& c) {
   c.deadline = *timer;
 }
 
-void ApiServer::on_deadline(uint64_t id) {
+void HttpServer::on_deadline(uint64_t id) {
   const auto it = connections_.find(id);
   if (it == connections_.end()) {
     return;
@@ -595,10 +596,10 @@ void ApiServer::on_deadline(uint64_t id) {
       break;
   }
   // An idle client is routine; the others are worth a line.
-  spdlog::log(it->second.deadline_phase == Phase::kIdle ? spdlog::level::debug
-                                                        : spdlog::level::info,
-              "api: closing a client that {} {} ms", why, timeout.count());
+  spdlog::log(
+      it->second.deadline_phase == Phase::kIdle ? spdlog::level::debug : spdlog::level::info,
+      "api: closing a client that {} {} ms", why, timeout.count());
   close_connection(id);
 }
 
-}  // namespace dsec::api
+}  // namespace dsec::http

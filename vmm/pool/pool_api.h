@@ -16,6 +16,6 @@ namespace dsec::pool {
 int http_status(Failure kind);
 
 // The router for `pool`'s API; the pool and `access` must outlive it.
-api::Router pool_router(Pool& pool, const TenantAccess& access);
+http::Router pool_router(Pool& pool, const TenantAccess& access);
 
 }  // namespace dsec::pool
