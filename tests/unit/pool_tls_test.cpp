@@ -1,4 +1,4 @@
-// The pool's API over TLS, end to end without KVM: the real server (api_server) with a TLS
+// The pool's API over TLS, end to end without KVM: the real server (vmm/http/server.h) with a TLS
 // listener on 127.0.0.1, a certificate made at test time by a test CA, the pool's router over
 // a real Pool (sh "VMMs", none started here), and OpenSSL clients that trust that CA, or not,
 // or speak plain HTTP, or stall in their handshake.
