@@ -6,8 +6,11 @@ namespace dsec::api {
 
 Result<std::unique_ptr<ApiService>> ApiService::bind(const std::string& socket_path,
                                                      std::string instance_id) {
-  auto server = DSEC_TRY(http::HttpServer::bind(socket_path));
-  return std::unique_ptr<ApiService>(new ApiService(std::move(server), std::move(instance_id)));
+  auto server = http::HttpServer::bind(socket_path);
+  if (!server) {
+    return std::unexpected(server.error().with_context("--api-sock"));
+  }
+  return std::unique_ptr<ApiService>(new ApiService(std::move(*server), std::move(instance_id)));
 }
 
 Status ApiService::serve(std::unique_ptr<MachineBackend> backend) {

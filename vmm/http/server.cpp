@@ -22,32 +22,30 @@
 namespace dsec::http {
 namespace {
 
-// Binds `path`, replacing a socket file whose server is gone.
-Result<UniqueFd> bind_api_socket(const std::string& path) {
+// Binds `path`, replacing a socket file whose server is gone. The errors name the path;
+// the caller adds its option (--api-sock, the pool's --socket).
+Result<UniqueFd> bind_unix_socket(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      return fail("--api-sock " + path + " exists and is not a socket",
-                  "choose another path; nothing was removed");
+      return fail(path + " exists and is not a socket", "choose another path; nothing was removed");
     }
     if (io::connect_unix(path)) {
-      return fail("--api-sock " + path + ": another process serves an API there",
-                  "choose another path, or stop that VMM first");
+      return fail(path + ": another process serves there",
+                  "choose another path, or stop that process first");
     }
-    // Nobody answers (ECONNREFUSED): a VMM that is gone left it behind.
+    // Nobody answers (ECONNREFUSED): a server that is gone left it behind.
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return fail_errno("--api-sock " + path + ": cannot remove the stale socket", errno);
+      return fail_errno(path + ": cannot remove the stale socket", errno);
     }
   }
-  auto fd = io::listen_unix(path);
-  if (!fd) {
-    return std::unexpected(fd.error().with_context("--api-sock"));
-  }
-  // Whoever can connect can pause, snapshot and load: the owner only.
+  auto fd = DSEC_TRY(io::listen_unix(path));
+  // Whoever can connect can do whatever the handler does: the owner only, unless
+  // set_socket_mode() says otherwise.
   if (::chmod(path.c_str(), 0600) != 0) {
     const int err = errno;
     ::unlink(path.c_str());
-    return fail_errno("--api-sock " + path + ": chmod", err);
+    return fail_errno(path + ": chmod", err);
   }
   return fd;
 }
@@ -137,12 +135,12 @@ std::optional<Caller> caller_of(int fd, bool unix_socket) {
 }  // namespace
 
 Result<std::unique_ptr<HttpServer>> HttpServer::bind(const std::string& path, HttpLimits limits) {
-  auto listener = DSEC_TRY(bind_api_socket(path));
+  auto listener = DSEC_TRY(bind_unix_socket(path));
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
     ::unlink(path.c_str());
-    return fail_errno("--api-sock " + path + ": stat", err);
+    return fail_errno(path + ": stat", err);
   }
   auto loop = io::EventLoop::create(64);
   if (!loop) {
@@ -197,12 +195,12 @@ Status HttpServer::set_socket_mode(mode_t mode) const {
   UniqueFd file(::open(path_.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (!file || ::fstat(file.get(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_ino != inode_) {
-    return fail("--api-sock " + path_ + " is no longer the socket this server made",
+    return fail(path_ + " is no longer the socket this server made",
                 "stop whatever replaced it, and start again");
   }
   const std::string proc_path = "/proc/self/fd/" + std::to_string(file.get());
   if (::chmod(proc_path.c_str(), mode) != 0) {
-    return fail_errno("--api-sock " + path_ + ": chmod", errno);
+    return fail_errno(path_ + ": chmod", errno);
   }
   return ok();
 }

@@ -152,7 +152,11 @@ Status open_socket_to_allowed(const PoolOptions& options, const http::HttpServer
   if (options.allow_uids.empty() && options.allow_gids.empty()) {
     return ok();
   }
-  return server.set_socket_mode(0666);
+  auto mode = server.set_socket_mode(0666);
+  if (!mode) {
+    return std::unexpected(mode.error().with_context("--socket"));
+  }
+  return ok();
 }
 
 std::chrono::milliseconds milliseconds(double seconds) {
@@ -233,7 +237,7 @@ int run_pool(const PoolOptions& options) {
   auto server = http::HttpServer::bind(options.socket,
                                        http::HttpLimits{.max_body_bytes = pool::kMaxPoolFileBytes});
   if (!server) {
-    return fail_with(server.error());
+    return fail_with(server.error().with_context("--socket"));
   }
   if (auto opened = open_socket_to_allowed(options, **server); !opened) {
     return fail_with(opened.error());
