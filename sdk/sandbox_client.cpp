@@ -57,7 +57,7 @@ Result<http::HttpClient> api_client(const SandboxEndpoints& endpoints,
               "pause, resume and snapshot need its VMM's --api-sock; a pool's "
               "sandbox is paused through its PoolClient"));
   }
-  return http::HttpClient(endpoints.api_socket_path, options.api_timeout);
+  return api::vmm_api_client(endpoints.api_socket_path, options.api_timeout);
 }
 
 Status check_request(const ExecRequest& request) {

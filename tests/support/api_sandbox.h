@@ -11,6 +11,7 @@
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
+#include "vmm/api/vm_control.h"
 #include "vmm/http/client.h"
 
 namespace dsec::test {
@@ -24,7 +25,7 @@ inline std::filesystem::path local_dir(const std::string& name) {
 }
 
 inline http::HttpClient api_of(const Sandbox& vm) {
-  return http::HttpClient(vm.api_socket(), std::chrono::seconds(120));
+  return api::vmm_api_client(vm.api_socket(), std::chrono::seconds(120));
 }
 
 // The default image with its agent, as the body of PUT /boot-source.

@@ -27,6 +27,7 @@
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "vmm/api/vm_api.h"
+#include "vmm/api/vm_control.h"
 #include "vmm/http/client.h"
 #include "vmm/http/server.h"
 #include "vmm/io/unix_socket.h"
@@ -82,7 +83,7 @@ class ApiServerTest : public ::testing::Test {
   test::FakeVmBackend backend_;
   VmApi api_{backend_, "test-vm"};
   std::unique_ptr<http::HttpServer> server_;
-  http::HttpClient client_{socket_, std::chrono::seconds(10)};
+  http::HttpClient client_ = vmm_api_client(socket_, std::chrono::seconds(10));
 };
 
 TEST_F(ApiServerTest, AClientGetsInstanceInfoAndTheSocketIsTheOwnersOnly) {
@@ -449,7 +450,7 @@ TEST_F(ApiServerTest, SnapshotPauseAndResumeAndTheirErrors) {
                         std::chrono::seconds(30));
   EXPECT_EQ(missing.exit_status, 1) << missing.describe();
   EXPECT_THAT(missing.err, HasSubstr("no API socket at " + dir_.file("nothing.sock").string()));
-  EXPECT_THAT(missing.err, HasSubstr("is a VMM running with --api-sock"));
+  EXPECT_THAT(missing.err, HasSubstr("start a VMM with --api-sock"));
 }
 
 TEST_F(ApiServerTest, SnapshotCreateWithoutAVmSaysWhy) {

@@ -40,6 +40,14 @@ Status write_snapshot(const http::HttpClient& client, const std::string& state,
 
 }  // namespace
 
+http::HttpClient vmm_api_client(const std::string& socket_path, std::chrono::milliseconds timeout) {
+  return http::HttpClient(
+      socket_path, timeout,
+      http::HttpServerKind{.socket = "API socket",
+                           .name = "VMM",
+                           .start_hint = "start a VMM with --api-sock " + socket_path});
+}
+
 Status pause_vm(const http::HttpClient& client) {
   return set_state(client, "Paused");
 }

@@ -3,6 +3,7 @@
 // the embedding library (sdk/) share it.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 
@@ -10,6 +11,10 @@
 #include "vmm/http/client.h"
 
 namespace dsec::api {
+
+// A client of the VMM's API socket at `socket_path`, whose errors name a VMM and its
+// --api-sock.
+http::HttpClient vmm_api_client(const std::string& socket_path, std::chrono::milliseconds timeout);
 
 Status pause_vm(const http::HttpClient& client);
 Status resume_vm(const http::HttpClient& client);

@@ -19,8 +19,8 @@ struct SnapshotOptions {
 };
 
 http::HttpClient client_of(const SnapshotOptions& o) {
-  return http::HttpClient(o.api_socket,
-                          std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
+  return api::vmm_api_client(o.api_socket,
+                             std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
 }
 
 Status create(const SnapshotOptions& o) {

@@ -80,15 +80,12 @@ Result<HttpReply> HttpClient::request(std::string_view method, std::string_view 
   auto fd = io::connect_unix(socket_path_);
   if (!fd) {
     const int err = fd.error().os_errno();
-    const auto& start = server_.start_hint;
     if (err == ENOENT) {
-      return fail("no " + server_.socket + " at " + socket_path_,
-                  start.empty() ? "is a VMM running with --api-sock " + socket_path_ + "?" : start);
+      return fail("no " + server_.socket + " at " + socket_path_, server_.start_hint);
     }
     if (err == ECONNREFUSED) {
       return fail("nothing serves the " + server_.socket + " " + socket_path_,
-                  "the " + server_.name + " that made it is gone; " +
-                      (start.empty() ? "start one with --api-sock" : start));
+                  "the " + server_.name + " that made it is gone; " + server_.start_hint);
     }
     return std::unexpected(fd.error().with_context(server_.socket));
   }
