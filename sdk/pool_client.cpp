@@ -3,7 +3,7 @@
 #include "dsec/pool.h"
 #include "sdk/error_mapping.h"
 #include "sdk/pool_replies.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 #include "vmm/pool/image_store.h"
 #include "vmm/pool/pool_requests.h"
 
@@ -11,7 +11,7 @@ namespace dsec::sdk {
 namespace {
 
 // The socket's server as the transport's errors name it, and how to start one there.
-api::ApiServerKind pool_server(const std::string& socket) {
+http::HttpServerKind pool_server(const std::string& socket) {
   return {.socket = "pool socket",
           .name = "pool daemon",
           .start_hint = "start the pool daemon: dsec-vmm pool --state-dir DIR --socket " + socket +
@@ -40,7 +40,7 @@ Status check_duration(std::optional<std::chrono::seconds> duration, const char* 
 Result<std::string> exchange(const std::string& socket, const PoolClientOptions& options,
                              std::string_view method, const std::string& path,
                              const std::string& body, int expected) {
-  const api::ApiClient client(socket, options.request_timeout, pool_server(socket));
+  const http::HttpClient client(socket, options.request_timeout, pool_server(socket));
   auto reply = client.request(method, path, body);
   if (!reply) {
     return std::unexpected(detail::to_sdk_error(reply.error(), ErrorCode::kPool));
@@ -49,7 +49,7 @@ Result<std::string> exchange(const std::string& socket, const PoolClientOptions&
     return std::unexpected(
         Error(ErrorCode::kPool,
               fmt::format("the pool daemon on {} refused {} {} ({}): {}", socket, method, path,
-                          reply->status, api::fault_message_of(*reply)),
+                          reply->status, http::fault_message_of(*reply)),
               {}, 0, reply->status));
   }
   return std::move(reply->body);

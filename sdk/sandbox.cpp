@@ -9,7 +9,8 @@
 #include "sdk/vmm_command.h"
 #include "sdk/vmm_process.h"
 #include "vmm/agent/readiness.h"
-#include "vmm/api/api_client.h"
+#include "vmm/api/vm_control.h"
+#include "vmm/http/client.h"
 #include "vmm/image/private_dir.h"
 
 namespace dsec::sdk {
@@ -74,7 +75,7 @@ Status wait_until_ready(const std::string& command, SandboxState& sandbox,
     return std::unexpected(vmm_ended(command, *status, sandbox.files));
   }
   DSEC_TRY(with_code(std::move(agent), ErrorCode::kAgent));
-  const api::ApiClient api(sandbox.files.api_socket, kApiTryTimeout);
+  const http::HttpClient api = api::vmm_api_client(sandbox.files.api_socket, kApiTryTimeout);
   for (;;) {
     auto answer = api.get("/");
     if (answer) {

@@ -10,8 +10,8 @@
 #include "sdk/host_files.h"
 #include "vmm/agent/client.h"
 #include "vmm/agent/file_copy.h"
-#include "vmm/api/api_client.h"
 #include "vmm/api/vm_control.h"
+#include "vmm/http/client.h"
 
 namespace dsec::sdk {
 namespace {
@@ -48,7 +48,8 @@ std::span<const uint8_t> stdin_bytes(const ExecRequest& request) {
 }
 
 // A client of the VMM's API socket, which a pool's sandbox's client is not given.
-Result<api::ApiClient> api_client(const SandboxEndpoints& endpoints, const ClientOptions& options) {
+Result<http::HttpClient> api_client(const SandboxEndpoints& endpoints,
+                                    const ClientOptions& options) {
   if (endpoints.api_socket_path.empty()) {
     return std::unexpected(
         Error(ErrorCode::kInvalidArgument,
@@ -56,7 +57,7 @@ Result<api::ApiClient> api_client(const SandboxEndpoints& endpoints, const Clien
               "pause, resume and snapshot need its VMM's --api-sock; a pool's "
               "sandbox is paused through its PoolClient"));
   }
-  return api::ApiClient(endpoints.api_socket_path, options.api_timeout);
+  return api::vmm_api_client(endpoints.api_socket_path, options.api_timeout);
 }
 
 Status check_request(const ExecRequest& request) {

@@ -20,7 +20,7 @@
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
 #include "tests/support/sandbox.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 
 namespace dsec::test {
 namespace {
@@ -267,7 +267,7 @@ TEST(ApiBoot, AFreshVmmConfiguredThroughItsApiBootsTheDefaultImageAndItsAgentAns
   // Requests as curl sends them: raw bodies, Firecracker's fields.
   auto put = [&client](const std::string& path, const std::string& body) {
     const auto reply = client.request("PUT", path, body);
-    return reply ? *reply : api::HttpReply{0, reply.error().message()};
+    return reply ? *reply : http::HttpReply{0, reply.error().message()};
   };
   EXPECT_EQ(put("/boot-source", default_image_boot_source().dump()).status, 204);
   EXPECT_EQ(put("/machine-config", R"({"vcpu_count": 2, "mem_size_mib": 256})").status, 204);

@@ -26,8 +26,9 @@
 #include "tests/support/jail_dir.h"
 #include "tests/support/sandbox.h"
 #include "tests/support/warm_image.h"
-#include "vmm/api/api_client.h"
+#include "vmm/api/vm_control.h"
 #include "vmm/devices/virtio/net/tap.h"
+#include "vmm/http/client.h"
 
 namespace dsec::test {
 namespace {
@@ -168,7 +169,7 @@ TEST_F(Jail, AJailedRunBootsAnswersExecAndIsConfinedToItsJail) {
               HasSubstr("jail: VMM pid " + std::to_string(pid) + " in " + jail.path().string()));
   // The host reaches the API socket in the jail; the VMM writes a snapshot where the API
   // says, in its jail (its /).
-  const api::ApiClient client(api, std::chrono::seconds(120));
+  const http::HttpClient client = api::vmm_api_client(api, std::chrono::seconds(120));
   const auto info = client.get("/");
   ASSERT_TRUE(info) << info.error().message() << vm->describe();
   EXPECT_EQ(info->value("state", ""), "Running");

@@ -26,7 +26,7 @@
 #include "tests/support/pool_daemon.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/warm_image.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 
 namespace dsec::test {
 namespace {
@@ -61,10 +61,10 @@ std::string trimmed(std::string text) {
 class Api {
  public:
   explicit Api(const PoolDaemon& daemon) : client_(daemon.socket(), kDeadline) {}
-  api::HttpReply request(std::string_view method, std::string_view path,
-                         const std::string& body = {}) const {
+  http::HttpReply request(std::string_view method, std::string_view path,
+                          const std::string& body = {}) const {
     auto reply = client_.request(method, path, body);
-    return reply ? *reply : api::HttpReply{.status = 0, .body = reply.error().message()};
+    return reply ? *reply : http::HttpReply{.status = 0, .body = reply.error().message()};
   }
   json acquire() const {
     const auto reply = request("POST", "/sandboxes", R"({"image": "base"})");
@@ -72,13 +72,13 @@ class Api {
     return reply.status == 201 ? json::parse(reply.body) : json::object();
   }
   // Runs `script` with sh -c in sandbox `id`: the exec's answer.
-  api::HttpReply sh(const std::string& id, const std::string& script) const {
+  http::HttpReply sh(const std::string& id, const std::string& script) const {
     const json body = {{"argv", {"sh", "-c", script}}, {"timeout_ms", 240000}};
     return request("POST", "/sandboxes/" + id + "/exec", body.dump());
   }
 
  private:
-  api::ApiClient client_;
+  http::HttpClient client_;
 };
 
 const WarmImage& warm_image() {

@@ -26,8 +26,8 @@
 #include "tests/support/eventually.h"
 #include "tests/support/file_text.h"
 #include "tests/support/warm_image.h"
-#include "vmm/api/api_client.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/http/client.h"
 #include "vmm/io/unix_socket.h"
 
 namespace dsec::test {
@@ -94,10 +94,10 @@ class PoolDaemon {
     return status;
   }
 
-  api::HttpReply request(std::string_view method, std::string_view path,
-                         const std::string& body = {}) const {
-    auto reply = api::ApiClient(socket_.string(), kDeadline).request(method, path, body);
-    return reply ? *reply : api::HttpReply{.status = 0, .body = reply.error().message()};
+  http::HttpReply request(std::string_view method, std::string_view path,
+                          const std::string& body = {}) const {
+    auto reply = http::HttpClient(socket_.string(), kDeadline).request(method, path, body);
+    return reply ? *reply : http::HttpReply{.status = 0, .body = reply.error().message()};
   }
   json get(std::string_view path) const { return json::parse(request("GET", path).body); }
 
@@ -355,8 +355,8 @@ TEST(Pool, ALongExecHoldsNoOtherRequestAndEndsWhenItsClientLeaves) {
     ASSERT_EQ(::send(fd->get(), request.data(), request.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(request.size()));
     ASSERT_TRUE(eventually([&] {
-      const auto started = daemon.request("POST", "/sandboxes/" + id + "/exec",
-                                          R"({"argv": ["cat", "/tmp/left"]})");
+      const auto started =
+          daemon.request("POST", "/sandboxes/" + id + "/exec", R"({"argv": ["cat", "/tmp/left"]})");
       return started.status == 200 && !json::parse(started.body).value("stdout", "").empty();
     })) << daemon.log();
   }  // the client leaves

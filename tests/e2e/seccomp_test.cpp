@@ -19,7 +19,8 @@
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
 #include "tests/support/warm_image.h"
-#include "vmm/api/api_client.h"
+#include "vmm/api/vm_control.h"
+#include "vmm/http/client.h"
 #include "vmm/seccomp/violation_report.h"
 
 namespace dsec::test {
@@ -175,7 +176,7 @@ TEST_F(SeccompTest, ServesApiThreadTakesItsFilterWithTheSnapshotItLoads) {
          serving.wait_for(100ms) == std::future_status::timeout) {
   }
   ASSERT_TRUE(std::filesystem::exists(socket)) << serving.get().describe();
-  const api::ApiClient client(socket, 120s);
+  const http::HttpClient client = api::vmm_api_client(socket, 120s);
   const auto info = client.get("/");
   ASSERT_TRUE(info) << info.error().message();
   EXPECT_EQ(info->value("state", ""), "Not started");

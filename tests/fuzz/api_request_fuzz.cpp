@@ -13,11 +13,12 @@
 
 #include "tests/support/fake_vm_backend.h"
 #include "vmm/api/config_file.h"
-#include "vmm/api/http_connection.h"
 #include "vmm/api/vm_api.h"
+#include "vmm/http/connection.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dsec::api;
+  using namespace dsec::http;
   if (size == 0) {
     return 0;
   }

@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "tests/support/stand_in_image.h"
-#include "vmm/api/http_connection.h"
+#include "vmm/http/connection.h"
 #include "vmm/io/event_loop.h"
 #include "vmm/pool/pool.h"
 #include "vmm/pool/pool_api.h"
@@ -83,28 +83,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                .quota = {.max_sandboxes = 1, .max_memory_bytes = {}}},
                     .token = "fuzz-token-0123456789"}},
         .hosts = pool::default_hosts("127.0.0.1", {"pool"})});
-    const api::Router router = pool::pool_router(pool, access);
+    const http::Router router = pool::pool_router(pool, access);
     // Who connected: the first byte picks one of four callers for the input.
-    api::Caller caller;
+    http::Caller caller;
     switch (data[0] % 4) {
       case 0:
-        caller = {.transport = api::Caller::Transport::kUnix, .uid = 0, .gid = 0, .pid = 1};
+        caller = {.transport = http::Caller::Transport::kUnix, .uid = 0, .gid = 0, .pid = 1};
         break;
       case 1:
-        caller = {.transport = api::Caller::Transport::kUnix, .uid = 1000, .gid = 1000, .pid = 2};
+        caller = {.transport = http::Caller::Transport::kUnix, .uid = 1000, .gid = 1000, .pid = 2};
         break;
       case 2:
-        caller = {.transport = api::Caller::Transport::kUnix, .uid = 1001, .gid = 1001, .pid = 3};
+        caller = {.transport = http::Caller::Transport::kUnix, .uid = 1001, .gid = 1001, .pid = 3};
         break;
       default:
-        caller = {.transport = api::Caller::Transport::kTcp, .peer = "192.0.2.7:40000"};
+        caller = {.transport = http::Caller::Transport::kTcp, .peer = "192.0.2.7:40000"};
         break;
     }
     static const std::set<int> kDocumented{200, 201, 204, 400, 401, 403, 404,
                                            405, 409, 410, 429, 502, 503};
-    api::HttpLimits limits;
+    http::HttpLimits limits;
     limits.max_pending_bytes = 4096;
-    api::HttpConnection connection(limits);
+    http::HttpConnection connection(limits);
     const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
     const size_t step = 1 + data[0] % 97;
     for (size_t at = 0; at < bytes.size() || connection.wants_input(); at += step) {

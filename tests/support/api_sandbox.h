@@ -11,7 +11,8 @@
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
-#include "vmm/api/api_client.h"
+#include "vmm/api/vm_control.h"
+#include "vmm/http/client.h"
 
 namespace dsec::test {
 
@@ -23,8 +24,8 @@ inline std::filesystem::path local_dir(const std::string& name) {
   return base / (name + "-" + std::to_string(::getpid()));
 }
 
-inline api::ApiClient api_of(const Sandbox& vm) {
-  return api::ApiClient(vm.api_socket(), std::chrono::seconds(120));
+inline http::HttpClient api_of(const Sandbox& vm) {
+  return api::vmm_api_client(vm.api_socket(), std::chrono::seconds(120));
 }
 
 // The default image with its agent, as the body of PUT /boot-source.

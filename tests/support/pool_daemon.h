@@ -16,7 +16,7 @@
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 
 extern char** environ;
 
@@ -55,7 +55,7 @@ class PoolDaemon {
 
   // Whether it answers GET /images within `within` (its socket is there before it serves).
   bool serving(std::chrono::seconds within = std::chrono::seconds(30)) const {
-    const api::ApiClient client(socket_, std::chrono::seconds(10));
+    const http::HttpClient client(socket_, std::chrono::seconds(10));
     const auto deadline = std::chrono::steady_clock::now() + within;
     while (std::chrono::steady_clock::now() < deadline) {
       if (const auto reply = client.request("GET", "/images", ""); reply && reply->status == 200) {

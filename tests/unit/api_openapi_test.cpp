@@ -53,7 +53,7 @@ std::set<std::string> served_operations() {
   const VmApi api(backend, "openapi");
   std::set<std::string> operations;
   for (const auto& route : api.routes()) {
-    operations.insert(operation(method_name(route.method), route.pattern));
+    operations.insert(operation(http::method_name(route.method), route.pattern));
   }
   return operations;
 }

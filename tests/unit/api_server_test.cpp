@@ -1,8 +1,6 @@
 // The API server on a Unix socket in a temporary directory, over a fake backend: what a
 // client sees through the socket (the API client, raw bytes, `dsec-vmm snapshot`), the
 // socket file's life, and no fd left behind.
-#include "vmm/api/api_server.h"
-
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,13 +12,13 @@
 
 #include <atomic>
 #include <filesystem>
-#include <memory>
-#include <mutex>
-#include <vector>
 #include <fstream>
 #include <future>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/build_paths.h"
 #include "tests/support/fake_vm_backend.h"
@@ -28,8 +26,10 @@
 #include "tests/support/result_matchers.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
-#include "vmm/api/api_client.h"
 #include "vmm/api/vm_api.h"
+#include "vmm/api/vm_control.h"
+#include "vmm/http/client.h"
+#include "vmm/http/server.h"
 #include "vmm/io/unix_socket.h"
 
 namespace dsec::api {
@@ -43,8 +43,8 @@ const std::string kVmm = dsec::test::binary_path("/vmm/dsec-vmm");
 class ApiServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server =
-        ApiServer::start(socket_, [this](const HttpRequest& r) { return api_.handle(r); });
+    auto server = http::HttpServer::start(
+        socket_, [this](const http::HttpRequest& r) { return api_.handle(r); });
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
   }
@@ -82,8 +82,8 @@ class ApiServerTest : public ::testing::Test {
   std::string socket_ = dir_.file("api.sock");
   test::FakeVmBackend backend_;
   VmApi api_{backend_, "test-vm"};
-  std::unique_ptr<ApiServer> server_;
-  ApiClient client_{socket_, std::chrono::seconds(10)};
+  std::unique_ptr<http::HttpServer> server_;
+  http::HttpClient client_ = vmm_api_client(socket_, std::chrono::seconds(10));
 };
 
 TEST_F(ApiServerTest, AClientGetsInstanceInfoAndTheSocketIsTheOwnersOnly) {
@@ -133,10 +133,10 @@ TEST_F(ApiServerTest, TheClientCarriesTheVmmsFaultMessage) {
 }
 
 TEST_F(ApiServerTest, ASecondServerOnALiveSocketIsRefused) {
-  auto second =
-      ApiServer::start(socket_, [](const HttpRequest&) { return HttpResponse::no_content(); });
+  auto second = http::HttpServer::start(
+      socket_, [](const http::HttpRequest&) { return http::HttpResponse::no_content(); });
   ASSERT_FALSE(second);
-  EXPECT_THAT(second.error().message(), HasSubstr("another process serves an API there"));
+  EXPECT_THAT(second.error().message(), HasSubstr("another process serves there"));
   ASSERT_OK(client_.get("/"));  // the first one still serves
 }
 
@@ -145,8 +145,8 @@ TEST_F(ApiServerTest, StopRemovesTheSocketAndLeavesNoFd) {
   EXPECT_FALSE(std::filesystem::exists(socket_));
   const size_t before = test::open_fd_count();
   for (int i = 0; i < 3; ++i) {
-    auto server =
-        ApiServer::start(socket_, [this](const HttpRequest& r) { return api_.handle(r); });
+    auto server = http::HttpServer::start(
+        socket_, [this](const http::HttpRequest& r) { return api_.handle(r); });
     ASSERT_TRUE(server) << server.error().message();
     ASSERT_OK(client_.get("/"));
     auto idle = io::connect_unix(socket_);  // a client still connected at the stop
@@ -185,17 +185,17 @@ std::string get_over_loopback(uint16_t port, const std::string& path) {
 
 TEST(ApiServerLoopback, TheApiAnswersOnALoopbackPortTooUntilItStops) {
   test::TempDir dir;
-  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
+  ASSERT_OK_AND_ASSIGN(auto server, http::HttpServer::bind(dir.file("api.sock")));
   ASSERT_OK_AND_ASSIGN(const uint16_t port, server->listen_on_loopback(0));
   ASSERT_NE(port, 0);
   EXPECT_FALSE(server->listen_on_loopback(0));  // once only
-  ASSERT_OK(server->serve([](const HttpRequest& r) {
-    return HttpResponse::json(nlohmann::json{{"path", r.path}});
+  ASSERT_OK(server->serve([](const http::HttpRequest& r) {
+    return http::HttpResponse::json(nlohmann::json{{"path", r.path}});
   }));
   EXPECT_THAT(get_over_loopback(port, "/images"), StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(get_over_loopback(port, "/images"), HasSubstr(R"({"path":"/images"})"));
   // The Unix socket still serves beside it.
-  ApiClient client(dir.file("api.sock"), std::chrono::seconds(10));
+  http::HttpClient client(dir.file("api.sock"), std::chrono::seconds(10));
   ASSERT_OK_AND_ASSIGN(auto over_unix, client.get("/x"));
   EXPECT_EQ(over_unix.at("path"), "/x");
   server->stop();
@@ -206,24 +206,24 @@ TEST(ApiServerLoopback, TheApiAnswersOnALoopbackPortTooUntilItStops) {
 // answer (even after shutting its sending side), and other clients are served meanwhile.
 TEST(ApiServerDeferred, AnAnswerGivenLaterReachesItsClientWhileOthersAreServed) {
   test::TempDir dir;
-  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
+  ASSERT_OK_AND_ASSIGN(auto server, http::HttpServer::bind(dir.file("api.sock")));
   const uint16_t port = server->listen_on_loopback(0).value_or(0);
-  ApiServer* raw = server.get();
-  ASSERT_OK(server->serve_deferred([raw](const HttpRequest& r, Responder respond) {
+  http::HttpServer* raw = server.get();
+  ASSERT_OK(server->serve_deferred([raw](const http::HttpRequest& r, http::Responder respond) {
     if (r.path != "/slow") {
-      respond(HttpResponse::json(nlohmann::json{{"path", r.path}}));
+      respond(http::HttpResponse::json(nlohmann::json{{"path", r.path}}));
       return;
     }
-    auto later = raw->loop().add_timer(std::chrono::milliseconds(500),
-                                       [respond = std::move(respond)]() mutable {
-                                         respond(HttpResponse::json(nlohmann::json{{"late", 1}}));
-                                       });
+    auto later = raw->loop().add_timer(
+        std::chrono::milliseconds(500), [respond = std::move(respond)]() mutable {
+          respond(http::HttpResponse::json(nlohmann::json{{"late", 1}}));
+        });
     ASSERT_TRUE(later);
   }));
   const auto start = std::chrono::steady_clock::now();
   auto slow = std::async(std::launch::async, [port] { return get_over_loopback(port, "/slow"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ApiClient client(dir.file("api.sock"), std::chrono::seconds(10));
+  http::HttpClient client(dir.file("api.sock"), std::chrono::seconds(10));
   ASSERT_OK_AND_ASSIGN(auto fast, client.get("/fast"));
   EXPECT_EQ(fast.at("path"), "/fast");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(450))
@@ -239,28 +239,29 @@ TEST(ApiServerDeferred, AnAnswerGivenLaterReachesItsClientWhileOthersAreServed) 
 // the client waits for and reads its answer.
 TEST(ApiServerDeferred, AClientThatLeavesBeforeItsAnswerIsMarkedGoneAndOneThatWaitsIsNot) {
   test::TempDir dir;
-  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
-  ApiServer* raw = server.get();
+  ASSERT_OK_AND_ASSIGN(auto server, http::HttpServer::bind(dir.file("api.sock")));
+  http::HttpServer* raw = server.get();
   std::mutex mutex;
-  std::vector<std::shared_ptr<ClientPresence>> clients;
+  std::vector<std::shared_ptr<http::ClientPresence>> clients;
   std::atomic<int> stopped{0};
-  ASSERT_OK(server->serve_deferred([&, raw](const HttpRequest& r, Responder respond) {
+  ASSERT_OK(server->serve_deferred([&, raw](const http::HttpRequest& r, http::Responder respond) {
     r.client->on_gone([&stopped] { ++stopped; });
     {
       const std::lock_guard lock(mutex);
       clients.push_back(r.client);
     }
-    ASSERT_TRUE(raw->loop().add_timer(std::chrono::milliseconds(r.path == "/slow" ? 3000 : 300),
-                                      [respond = std::move(respond)]() mutable {
-                                        respond(HttpResponse::json(nlohmann::json{{"late", 1}}));
-                                      }));
+    ASSERT_TRUE(
+        raw->loop().add_timer(std::chrono::milliseconds(r.path == "/slow" ? 3000 : 300),
+                              [respond = std::move(respond)]() mutable {
+                                respond(http::HttpResponse::json(nlohmann::json{{"late", 1}}));
+                              }));
   }));
   const auto presence = [&](size_t i) {
     const std::lock_guard lock(mutex);
     return i < clients.size() ? clients[i] : nullptr;
   };
   // One that waits: answered, never gone.
-  ApiClient waiting(dir.file("api.sock"), std::chrono::seconds(10));
+  http::HttpClient waiting(dir.file("api.sock"), std::chrono::seconds(10));
   ASSERT_OK_AND_ASSIGN(auto answered, waiting.get("/fast"));
   EXPECT_EQ(answered.at("late"), 1);
   ASSERT_NE(presence(0), nullptr);
@@ -280,7 +281,8 @@ TEST(ApiServerDeferred, AClientThatLeavesBeforeItsAnswerIsMarkedGoneAndOneThatWa
     EXPECT_FALSE(presence(1)->gone()) << "still connected";
   }  // closed
   const auto left = std::chrono::steady_clock::now();
-  while (!presence(1)->gone() && std::chrono::steady_clock::now() - left < std::chrono::seconds(2)) {
+  while (!presence(1)->gone() &&
+         std::chrono::steady_clock::now() - left < std::chrono::seconds(2)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_TRUE(presence(1)->gone());
@@ -293,17 +295,17 @@ TEST(ApiServerDeferred, AClientThatLeavesBeforeItsAnswerIsMarkedGoneAndOneThatWa
 // peer's uid, gid and pid (SO_PEERCRED), over TCP its address; never from the bytes.
 TEST(ApiServerCallers, EachRequestCarriesWhoConnected) {
   test::TempDir dir;
-  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
+  ASSERT_OK_AND_ASSIGN(auto server, http::HttpServer::bind(dir.file("api.sock")));
   ASSERT_OK_AND_ASSIGN(const uint16_t port, server->listen_on_tcp("127.0.0.1", 0));
-  ASSERT_OK(server->serve([](const HttpRequest& r) {
-    const bool unix_socket = r.caller.transport == Caller::Transport::kUnix;
-    return HttpResponse::json(nlohmann::json{{"unix", unix_socket},
-                                             {"uid", r.caller.uid},
-                                             {"gid", r.caller.gid},
-                                             {"pid", r.caller.pid},
-                                             {"peer", r.caller.peer}});
+  ASSERT_OK(server->serve([](const http::HttpRequest& r) {
+    const bool unix_socket = r.caller.transport == http::Caller::Transport::kUnix;
+    return http::HttpResponse::json(nlohmann::json{{"unix", unix_socket},
+                                                   {"uid", r.caller.uid},
+                                                   {"gid", r.caller.gid},
+                                                   {"pid", r.caller.pid},
+                                                   {"peer", r.caller.peer}});
   }));
-  ApiClient client(dir.file("api.sock"), std::chrono::seconds(10));
+  http::HttpClient client(dir.file("api.sock"), std::chrono::seconds(10));
   ASSERT_OK_AND_ASSIGN(auto over_unix, client.get("/who"));
   EXPECT_EQ(over_unix.at("unix"), true);
   EXPECT_EQ(over_unix.at("uid"), ::geteuid());
@@ -317,7 +319,7 @@ TEST(ApiServerCallers, EachRequestCarriesWhoConnected) {
 TEST(ApiServerCallers, TheSocketModeChangesOnlyOnTheServersOwnFile) {
   test::TempDir dir;
   const std::string path = dir.file("api.sock");
-  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(path));
+  ASSERT_OK_AND_ASSIGN(auto server, http::HttpServer::bind(path));
   ASSERT_OK(server->set_socket_mode(0666));
   struct stat st {};
   ASSERT_EQ(::lstat(path.c_str(), &st), 0);
@@ -335,7 +337,7 @@ TEST(ApiServerCallers, TheSocketModeChangesOnlyOnTheServersOwnFile) {
 
 TEST(ApiServerLoopback, ANonNumericAddressIsRefused) {
   test::TempDir dir;
-  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(dir.file("api.sock")));
+  ASSERT_OK_AND_ASSIGN(auto server, http::HttpServer::bind(dir.file("api.sock")));
   const auto refused = server->listen_on_tcp("localhost", 0);
   ASSERT_FALSE(refused);
   EXPECT_THAT(refused.error().message(), HasSubstr("not a numeric IPv4 or IPv6 address"));
@@ -343,9 +345,9 @@ TEST(ApiServerLoopback, ANonNumericAddressIsRefused) {
 
 TEST(ApiServerLoopback, APortInUseIsRefusedSayingSo) {
   test::TempDir dir;
-  ASSERT_OK_AND_ASSIGN(auto first, ApiServer::bind(dir.file("a.sock")));
+  ASSERT_OK_AND_ASSIGN(auto first, http::HttpServer::bind(dir.file("a.sock")));
   ASSERT_OK_AND_ASSIGN(const uint16_t port, first->listen_on_loopback(0));
-  ASSERT_OK_AND_ASSIGN(auto second, ApiServer::bind(dir.file("b.sock")));
+  ASSERT_OK_AND_ASSIGN(auto second, http::HttpServer::bind(dir.file("b.sock")));
   const auto taken = second->listen_on_loopback(port);
   ASSERT_FALSE(taken);
   EXPECT_THAT(taken.error().message(), HasSubstr("choose another port"));
@@ -353,7 +355,7 @@ TEST(ApiServerLoopback, APortInUseIsRefusedSayingSo) {
 
 TEST_F(ApiServerTest, OneClientOverTheLimitIsClosedAndTheOthersAreServed) {
   std::vector<UniqueFd> idle;
-  for (size_t i = 0; i < ApiServer::kMaxConnections; ++i) {
+  for (size_t i = 0; i < http::HttpServer::kMaxConnections; ++i) {
     auto fd = io::connect_unix(socket_);
     ASSERT_TRUE(fd) << fd.error().message();
     idle.push_back(std::move(*fd));
@@ -386,15 +388,15 @@ TEST(ApiServerSocket, AStaleSocketIsReplacedAndAnyOtherFileRefused) {
     ASSERT_TRUE(stale);
   }
   ASSERT_TRUE(std::filesystem::exists(path));
-  auto server =
-      ApiServer::start(path, [](const HttpRequest&) { return HttpResponse::no_content(); });
+  auto server = http::HttpServer::start(
+      path, [](const http::HttpRequest&) { return http::HttpResponse::no_content(); });
   ASSERT_TRUE(server) << server.error().message();
   server->reset();
 
   const auto file = dir.file("plain");
   std::ofstream(file) << "not a socket";
-  auto refused =
-      ApiServer::start(file, [](const HttpRequest&) { return HttpResponse::no_content(); });
+  auto refused = http::HttpServer::start(
+      file, [](const http::HttpRequest&) { return http::HttpResponse::no_content(); });
   ASSERT_FALSE(refused);
   EXPECT_THAT(refused.error().message(), HasSubstr("exists and is not a socket"));
   EXPECT_TRUE(std::filesystem::exists(file)) << "nothing was removed";
@@ -448,7 +450,7 @@ TEST_F(ApiServerTest, SnapshotPauseAndResumeAndTheirErrors) {
                         std::chrono::seconds(30));
   EXPECT_EQ(missing.exit_status, 1) << missing.describe();
   EXPECT_THAT(missing.err, HasSubstr("no API socket at " + dir_.file("nothing.sock").string()));
-  EXPECT_THAT(missing.err, HasSubstr("is a VMM running with --api-sock"));
+  EXPECT_THAT(missing.err, HasSubstr("start a VMM with --api-sock"));
 }
 
 TEST_F(ApiServerTest, SnapshotCreateWithoutAVmSaysWhy) {

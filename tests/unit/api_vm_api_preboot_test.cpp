@@ -29,11 +29,12 @@ class ApiVmApiPreboot : public ::testing::Test {
     std::ofstream(kernel_) << "kernel";
     std::ofstream(rootfs_) << "rootfs";
   }
-  HttpResponse call(Method method, const std::string& path, const std::string& body = "") {
+  http::HttpResponse call(http::Method method, const std::string& path,
+                          const std::string& body = "") {
     return test::call(api_, method, path, body);
   }
-  HttpResponse put(const std::string& path, const std::string& body) {
-    return call(Method::kPut, path, body);
+  http::HttpResponse put(const std::string& path, const std::string& body) {
+    return call(http::Method::kPut, path, body);
   }
   std::string boot_source() const {
     return nlohmann::json{{"kernel_image_path", kernel_}, {"boot_args", "console=ttyS0"}}.dump();
@@ -46,17 +47,17 @@ class ApiVmApiPreboot : public ::testing::Test {
         .dump();
   }
   // Every pre-boot request, each valid on a fresh VMM.
-  std::vector<std::tuple<Method, std::string, std::string>> configuration() const {
-    return {{Method::kPut, "/boot-source", boot_source()},
-            {Method::kPut, "/machine-config", R"({"vcpu_count": 2, "mem_size_mib": 256})"},
-            {Method::kPatch, "/machine-config", R"({"vcpu_count": 1})"},
-            {Method::kPut, "/drives/rootfs", root_drive()},
-            {Method::kPut, "/network-interfaces/net1",
+  std::vector<std::tuple<http::Method, std::string, std::string>> configuration() const {
+    return {{http::Method::kPut, "/boot-source", boot_source()},
+            {http::Method::kPut, "/machine-config", R"({"vcpu_count": 2, "mem_size_mib": 256})"},
+            {http::Method::kPatch, "/machine-config", R"({"vcpu_count": 1})"},
+            {http::Method::kPut, "/drives/rootfs", root_drive()},
+            {http::Method::kPut, "/network-interfaces/net1",
              R"({"iface_id": "net1", "host_dev_name": "tap0"})"},
-            {Method::kPut, "/vsock",
+            {http::Method::kPut, "/vsock",
              nlohmann::json{{"guest_cid", 3}, {"uds_path", dir_.file("v.sock")}}.dump()},
-            {Method::kPut, "/entropy", "{}"},
-            {Method::kPut, "/logger", R"({"level": "Info"})"}};
+            {http::Method::kPut, "/entropy", "{}"},
+            {http::Method::kPut, "/logger", R"({"level": "Info"})"}};
   }
 
   test::TempDir dir_;
@@ -84,10 +85,10 @@ TEST_F(ApiVmApiPreboot, AFreshVmmIsConfiguredRequestByRequestThenStarted) {
   EXPECT_THAT(backend_.calls, ElementsAre("logger")) << "nothing is built before the start";
 
   // What is configured so far, in Firecracker's shapes.
-  const auto machine = nlohmann::json::parse(call(Method::kGet, "/machine-config").body);
+  const auto machine = nlohmann::json::parse(call(http::Method::kGet, "/machine-config").body);
   EXPECT_EQ(machine.at("vcpu_count"), 2);
   EXPECT_EQ(machine.at("mem_size_mib"), 1024);
-  const auto config = nlohmann::json::parse(call(Method::kGet, "/vm/config").body);
+  const auto config = nlohmann::json::parse(call(http::Method::kGet, "/vm/config").body);
   EXPECT_EQ(config.at("boot-source").at("kernel_image_path"), kernel_);
   EXPECT_EQ(config.at("drives")[0].at("drive_id"), "rootfs");
   EXPECT_EQ(config.at("drives")[0].at("is_root_device"), true);
@@ -109,7 +110,7 @@ TEST_F(ApiVmApiPreboot, AFreshVmmIsConfiguredRequestByRequestThenStarted) {
   EXPECT_TRUE(booted.rng);
   // The root drive reaches the guest's command line, before boot_args.
   EXPECT_THAT(machine::guest_cmdline(booted), HasSubstr("root=/dev/vda rw console=ttyS0"));
-  EXPECT_EQ(nlohmann::json::parse(call(Method::kGet, "/").body).at("state"), "Running");
+  EXPECT_EQ(nlohmann::json::parse(call(http::Method::kGet, "/").body).at("state"), "Running");
 }
 
 TEST_F(ApiVmApiPreboot, ConfigurationIsRefusedOnceTheVmStartedAndChangesNothing) {
@@ -124,7 +125,8 @@ TEST_F(ApiVmApiPreboot, ConfigurationIsRefusedOnceTheVmStartedAndChangesNothing)
   EXPECT_EQ(again.status, 400);
   EXPECT_THAT(fault_of(again), HasSubstr("InstanceStart is not supported after the VM started"));
   EXPECT_THAT(backend_.calls, ElementsAre("boot"));
-  EXPECT_EQ(nlohmann::json::parse(call(Method::kGet, "/machine-config").body).at("vcpu_count"), 1);
+  EXPECT_EQ(
+      nlohmann::json::parse(call(http::Method::kGet, "/machine-config").body).at("vcpu_count"), 1);
 }
 
 TEST_F(ApiVmApiPreboot, AVmBootedByTheCommandLineTakesNoConfigurationEither) {
@@ -151,7 +153,7 @@ TEST_F(ApiVmApiPreboot, InstanceStartNeedsABootSourceAndAFailedStartLeavesTheVmm
   const auto failed = put("/actions", kStart);
   EXPECT_EQ(failed.status, 400);
   EXPECT_EQ(fault_of(failed), "InstanceStart: KVM_CREATE_VM: Too many open files");
-  EXPECT_EQ(nlohmann::json::parse(call(Method::kGet, "/").body).at("state"), "Not started");
+  EXPECT_EQ(nlohmann::json::parse(call(http::Method::kGet, "/").body).at("state"), "Not started");
   ASSERT_EQ(put("/actions", kStart).status, 204);
 }
 
@@ -167,7 +169,7 @@ TEST_F(ApiVmApiPreboot, ALoadIsRefusedAfterAnyBootConfigurationButNotAfterTheLog
     VmApi api(backend, "fresh");
     const auto configured = test::call(api, method, path, body);
     ASSERT_EQ(configured.status, 204) << path << ": " << configured.body;
-    const auto r = test::call(api, Method::kPut, "/snapshot/load", kLoad);
+    const auto r = test::call(api, http::Method::kPut, "/snapshot/load", kLoad);
     EXPECT_EQ(r.status, 400) << path;
     EXPECT_THAT(fault_of(r),
                 HasSubstr("cannot load a snapshot: this VMM was configured for a boot"))
@@ -203,7 +205,7 @@ TEST_F(ApiVmApiPreboot, EntropyTakesARateLimiter) {
   ASSERT_EQ(
       put("/entropy", R"({"rate_limiter": {"ops": {"size": 10, "refill_time": 1000}}})").status,
       204);
-  const auto config = nlohmann::json::parse(call(Method::kGet, "/vm/config").body);
+  const auto config = nlohmann::json::parse(call(http::Method::kGet, "/vm/config").body);
   EXPECT_EQ(config.at("entropy").at("rate_limiter").at("ops").at("size"), 10);
 }
 
@@ -220,7 +222,7 @@ TEST_F(ApiVmApiPreboot, PatchChangesARunningVmsRateLimitersBucketByBucket) {
   ASSERT_EQ(put("/actions", kStart).status, 204);
 
   // A bucket given replaces the drive's; the other stays.
-  EXPECT_EQ(call(Method::kPatch, "/drives/rootfs", R"({"drive_id": "rootfs",
+  EXPECT_EQ(call(http::Method::kPatch, "/drives/rootfs", R"({"drive_id": "rootfs",
                  "rate_limiter": {"bandwidth": {"size": 0, "refill_time": 0}}})")
                 .status,
             204);
@@ -228,7 +230,7 @@ TEST_F(ApiVmApiPreboot, PatchChangesARunningVmsRateLimitersBucketByBucket) {
   EXPECT_FALSE(drive.bandwidth->limits());
   EXPECT_EQ(drive.ops,
             (devices::TokenBucketConfig{.size = 5, .one_time_burst = 0, .refill_time_ms = 10}));
-  EXPECT_EQ(call(Method::kPatch, "/network-interfaces/net1", R"({"iface_id": "net1",
+  EXPECT_EQ(call(http::Method::kPatch, "/network-interfaces/net1", R"({"iface_id": "net1",
                  "tx_rate_limiter": {"ops": {"size": 2, "refill_time": 3}}})")
                 .status,
             204);
@@ -236,7 +238,7 @@ TEST_F(ApiVmApiPreboot, PatchChangesARunningVmsRateLimitersBucketByBucket) {
   EXPECT_EQ(backend_.machine_config.net->tx_rate_limiter.ops,
             (devices::TokenBucketConfig{.size = 2, .one_time_burst = 0, .refill_time_ms = 3}));
   // GET /vm/config shows the VM's limiters as they are now.
-  const auto config = nlohmann::json::parse(call(Method::kGet, "/vm/config").body);
+  const auto config = nlohmann::json::parse(call(http::Method::kGet, "/vm/config").body);
   EXPECT_EQ(config.at("drives")[0].at("rate_limiter").at("bandwidth").at("size"), 0);
   EXPECT_EQ(config.at("network-interfaces")[0].at("tx_rate_limiter").at("ops").at("size"), 2);
   EXPECT_THAT(backend_.calls, ElementsAre("boot", "drive-rate-limiter", "net-rate-limiters"));
@@ -247,7 +249,7 @@ TEST_F(ApiVmApiPreboot, PatchRefusesWhatItCannotChangeAndDevicesTheVmLacks) {
   ASSERT_EQ(put("/drives/rootfs", root_drive()).status, 204);
   ASSERT_EQ(put("/actions", kStart).status, 204);
   const auto refused = [&](const std::string& path, const std::string& body) {
-    const auto r = call(Method::kPatch, path, body);
+    const auto r = call(http::Method::kPatch, path, body);
     EXPECT_EQ(r.status, 400) << body;
     return fault_of(r);
   };
@@ -284,7 +286,7 @@ TEST_F(ApiVmApiPreboot, WhatThisVmmCannotDoIsRefusedNotIgnored) {
 }
 
 TEST_F(ApiVmApiPreboot, VersionIsFirecrackersShape) {
-  const auto r = call(Method::kGet, "/version");
+  const auto r = call(http::Method::kGet, "/version");
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(nlohmann::json::parse(r.body).at("firecracker_version"), kVmmVersion);
 }

@@ -25,11 +25,12 @@ constexpr const char* kLoad =
 
 class ApiVmApi : public ::testing::Test {
  protected:
-  HttpResponse call(Method method, const std::string& path, const std::string& body = "") {
+  http::HttpResponse call(http::Method method, const std::string& path,
+                          const std::string& body = "") {
     return test::call(api_, method, path, body);
   }
   std::string state() {
-    return nlohmann::json::parse(call(Method::kGet, "/").body).at("state").get<std::string>();
+    return nlohmann::json::parse(call(http::Method::kGet, "/").body).at("state").get<std::string>();
   }
   void boot() { backend_.current = InstanceState::kRunning; }
 
@@ -38,7 +39,7 @@ class ApiVmApi : public ::testing::Test {
 };
 
 TEST_F(ApiVmApi, InstanceInfoSaysWhoAndInWhatState) {
-  const auto r = call(Method::kGet, "/");
+  const auto r = call(http::Method::kGet, "/");
   EXPECT_EQ(r.status, 200);
   const auto j = nlohmann::json::parse(r.body);
   EXPECT_EQ(j.at("id"), "sandbox-7");
@@ -54,19 +55,19 @@ TEST_F(ApiVmApi, InstanceInfoSaysWhoAndInWhatState) {
 
 TEST_F(ApiVmApi, PauseResumeAndCreateAWhilePausedReachTheBackend) {
   boot();
-  EXPECT_EQ(call(Method::kPatch, "/vm", R"({"state": "Paused"})").status, 204);
+  EXPECT_EQ(call(http::Method::kPatch, "/vm", R"({"state": "Paused"})").status, 204);
   EXPECT_EQ(state(), "Paused");
-  EXPECT_EQ(call(Method::kPut, "/snapshot/create", kCreate).status, 204);
+  EXPECT_EQ(call(http::Method::kPut, "/snapshot/create", kCreate).status, 204);
   ASSERT_TRUE(backend_.created);
   EXPECT_EQ(*backend_.created, (SnapshotCreateRequest{"/s/state", "/s/memory"}));
-  EXPECT_EQ(call(Method::kPatch, "/vm", R"({"state": "Resumed"})").status, 204);
+  EXPECT_EQ(call(http::Method::kPatch, "/vm", R"({"state": "Resumed"})").status, 204);
   EXPECT_EQ(state(), "Running");
   EXPECT_THAT(backend_.calls, ElementsAre("pause", "create", "resume"));
 }
 
 TEST_F(ApiVmApi, CreateWhileRunningIsRefused) {
   boot();
-  const auto r = call(Method::kPut, "/snapshot/create", kCreate);
+  const auto r = call(http::Method::kPut, "/snapshot/create", kCreate);
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(fault_of(r), HasSubstr("cannot create a snapshot while running: pause the VM first"));
   EXPECT_TRUE(backend_.calls.empty());
@@ -74,13 +75,14 @@ TEST_F(ApiVmApi, CreateWhileRunningIsRefused) {
 }
 
 TEST_F(ApiVmApi, NothingThatNeedsAVmWorksWithoutOne) {
-  for (const auto& [method, path, body] : std::vector<std::tuple<Method, std::string, std::string>>{
-           {Method::kPatch, "/vm", R"({"state": "Paused"})"},
-           {Method::kPatch, "/vm", R"({"state": "Resumed"})"},
-           {Method::kPut, "/snapshot/create", kCreate},
-           {Method::kPut, "/actions", R"({"action_type": "SendCtrlAltDel"})"},
-           {Method::kPatch, "/drives/rootfs", R"({"drive_id": "rootfs"})"},
-           {Method::kPatch, "/network-interfaces/net1", R"({"iface_id": "net1"})"}}) {
+  for (const auto& [method, path, body] :
+       std::vector<std::tuple<http::Method, std::string, std::string>>{
+           {http::Method::kPatch, "/vm", R"({"state": "Paused"})"},
+           {http::Method::kPatch, "/vm", R"({"state": "Resumed"})"},
+           {http::Method::kPut, "/snapshot/create", kCreate},
+           {http::Method::kPut, "/actions", R"({"action_type": "SendCtrlAltDel"})"},
+           {http::Method::kPatch, "/drives/rootfs", R"({"drive_id": "rootfs"})"},
+           {http::Method::kPatch, "/network-interfaces/net1", R"({"iface_id": "net1"})"}}) {
     const auto r = call(method, path, body);
     EXPECT_EQ(r.status, 400) << path;
     EXPECT_THAT(fault_of(r), HasSubstr("there is no VM yet: start one (PUT /actions")) << path;
@@ -89,12 +91,12 @@ TEST_F(ApiVmApi, NothingThatNeedsAVmWorksWithoutOne) {
 }
 
 TEST_F(ApiVmApi, LoadOnAFreshVmmReachesTheBackendOnce) {
-  EXPECT_EQ(call(Method::kPut, "/snapshot/load", kLoad).status, 204);
+  EXPECT_EQ(call(http::Method::kPut, "/snapshot/load", kLoad).status, 204);
   ASSERT_TRUE(backend_.loaded);
   EXPECT_EQ(backend_.loaded->snapshot_path, "/s/state");
   EXPECT_EQ(backend_.loaded->mem_file_path, "/s/memory");
   EXPECT_EQ(state(), "Running");
-  const auto again = call(Method::kPut, "/snapshot/load", kLoad);
+  const auto again = call(http::Method::kPut, "/snapshot/load", kLoad);
   EXPECT_EQ(again.status, 400);
   EXPECT_THAT(fault_of(again), HasSubstr("already has a VM"));
   EXPECT_THAT(backend_.calls, ElementsAre("load"));
@@ -102,7 +104,7 @@ TEST_F(ApiVmApi, LoadOnAFreshVmmReachesTheBackendOnce) {
 
 TEST_F(ApiVmApi, LoadAfterABootIsRefused) {
   boot();
-  const auto r = call(Method::kPut, "/snapshot/load", kLoad);
+  const auto r = call(http::Method::kPut, "/snapshot/load", kLoad);
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(fault_of(r), HasSubstr("cannot load a snapshot: this VMM already has a VM"));
   EXPECT_TRUE(backend_.calls.empty());
@@ -111,37 +113,37 @@ TEST_F(ApiVmApi, LoadAfterABootIsRefused) {
 
 TEST_F(ApiVmApi, AFailedLoadLeavesTheVmmFreshForAnother) {
   backend_.fail_next = "snapshot load: cannot open /s/state";
-  const auto r = call(Method::kPut, "/snapshot/load", kLoad);
+  const auto r = call(http::Method::kPut, "/snapshot/load", kLoad);
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(fault_of(r), "snapshot load: cannot open /s/state");
   EXPECT_EQ(state(), "Not started");
-  EXPECT_EQ(call(Method::kPut, "/snapshot/load", kLoad).status, 204);
+  EXPECT_EQ(call(http::Method::kPut, "/snapshot/load", kLoad).status, 204);
 }
 
 TEST_F(ApiVmApi, ABackendErrorIs400WithItsMessage) {
   boot();
   backend_.fail_next = "the VM has ended";
-  const auto r = call(Method::kPatch, "/vm", R"({"state": "Paused"})");
+  const auto r = call(http::Method::kPatch, "/vm", R"({"state": "Paused"})");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(fault_of(r), "the VM has ended");
 }
 
 TEST_F(ApiVmApi, ABadBodyIsRefusedBeforeTheOrderRulesAndTheBackend) {
   boot();
-  const auto r = call(Method::kPatch, "/vm", R"({"state": "Stopped"})");
+  const auto r = call(http::Method::kPatch, "/vm", R"({"state": "Stopped"})");
   EXPECT_EQ(r.status, 400);
   EXPECT_THAT(fault_of(r), HasSubstr("not \"Stopped\""));
-  EXPECT_EQ(call(Method::kPut, "/snapshot/create", "{}").status, 400);
-  EXPECT_EQ(call(Method::kPut, "/snapshot/load", "{}").status, 400);
+  EXPECT_EQ(call(http::Method::kPut, "/snapshot/create", "{}").status, 400);
+  EXPECT_EQ(call(http::Method::kPut, "/snapshot/load", "{}").status, 400);
   EXPECT_TRUE(backend_.calls.empty());
 }
 
 TEST_F(ApiVmApi, UnknownPathsAndMethodsAre404And405) {
-  EXPECT_EQ(call(Method::kGet, "/balloon").status, 404);
-  EXPECT_EQ(call(Method::kGet, "/drives").status, 404);  // no list, only /drives/{id}
-  EXPECT_EQ(call(Method::kGet, "/snapshot/create").status, 405);
-  EXPECT_EQ(call(Method::kPut, "/vm").status, 405);
-  EXPECT_EQ(call(Method::kDelete, "/").status, 405);
+  EXPECT_EQ(call(http::Method::kGet, "/balloon").status, 404);
+  EXPECT_EQ(call(http::Method::kGet, "/drives").status, 404);  // no list, only /drives/{id}
+  EXPECT_EQ(call(http::Method::kGet, "/snapshot/create").status, 405);
+  EXPECT_EQ(call(http::Method::kPut, "/vm").status, 405);
+  EXPECT_EQ(call(http::Method::kDelete, "/").status, 405);
 }
 
 TEST_F(ApiVmApi, VmConfigIsTheMachinesConfiguration) {
@@ -157,7 +159,7 @@ TEST_F(ApiVmApi, VmConfigIsTheMachinesConfiguration) {
   c.vsock = machine::VsockConfig{.guest_cid = 7, .uds_path = "/run/v.sock"};
   c.net = machine::NetConfig{.tap = "tap3", .host_cidr = "", .mac = ""};
   c.rng = true;
-  const auto r = call(Method::kGet, "/vm/config");
+  const auto r = call(http::Method::kGet, "/vm/config");
   ASSERT_EQ(r.status, 200);
   const auto j = nlohmann::json::parse(r.body);
   EXPECT_EQ(j.at("machine-config").at("vcpu_count"), 2);

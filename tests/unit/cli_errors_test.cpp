@@ -7,12 +7,14 @@
 
 #include "tests/support/build_paths.h"
 #include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
 
 namespace dsec::test {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kVmm = dsec::test::binary_path("/vmm/dsec-vmm");
 
@@ -154,12 +156,25 @@ TEST(CliErrors, AnApiSocketPathThatIsAFileIsRefusedBeforeAnythingStarts) {
   run_command("echo x > " + file);
   const CommandOutput serve = run_command(kVmm + " serve --api-sock " + file + " 2>&1");
   EXPECT_EQ(serve.exit_status, 1);
-  EXPECT_THAT(serve.output, HasSubstr("exists and is not a socket"));
+  EXPECT_THAT(serve.output, HasSubstr("--api-sock: " + file + " exists and is not a socket"));
   const CommandOutput run =
       run_command(kVmm + " run --kernel /bin/true --initrd /bin/true --api-sock " + file + " 2>&1");
   EXPECT_EQ(run.exit_status, 1);
   EXPECT_THAT(run.output, HasSubstr("exists and is not a socket"));
   run_command("rm -f " + file);
+}
+
+// The HTTP server is the pool daemon's too: its error names the daemon's option.
+TEST(CliErrors, APoolSocketPathThatIsAFileIsRefusedByItsOwnOption) {
+  TempDir dir;
+  const std::string file = dir.file("not-a-socket").string();
+  run_command("echo x > " + file);
+  const CommandOutput pool =
+      run_command("timeout 60 " + kVmm + " pool --no-jail --state-dir " +
+                  dir.file("state").string() + " --socket " + file + " 2>&1");
+  EXPECT_EQ(pool.exit_status, 1) << pool.output;
+  EXPECT_THAT(pool.output, HasSubstr("--socket: " + file + " exists and is not a socket"));
+  EXPECT_THAT(pool.output, Not(HasSubstr("--api-sock")));
 }
 
 TEST(CliErrors, NetnsIsInRunAndRestoreHelpAndABadOneIsRefusedBeforeAnythingStarts) {

@@ -16,8 +16,8 @@
 #include "tests/support/file_text.h"
 #include "tests/support/stand_in_image.h"
 #include "tests/unit/pool_test_fixture.h"
-#include "vmm/api/api_server.h"
 #include "vmm/api/vm_api.h"
+#include "vmm/http/server.h"
 
 namespace dsec::pool {
 namespace {
@@ -28,7 +28,7 @@ using namespace test_fixture;
 struct FakeVmmApi {
   explicit FakeVmmApi(const std::string& socket) {
     backend.current = api::InstanceState::kRunning;
-    auto started = api::ApiServer::start(socket, [this](const api::HttpRequest& request) {
+    auto started = http::HttpServer::start(socket, [this](const http::HttpRequest& request) {
       if (request.path == "/snapshot/create") {
         std::this_thread::sleep_for(snapshot_time.load());  // the guest's memory being written
       }
@@ -49,7 +49,7 @@ struct FakeVmmApi {
   test::FakeVmBackend backend;
   api::VmApi endpoints{backend, "clone"};
   std::atomic<std::chrono::milliseconds> snapshot_time{0ms};
-  std::unique_ptr<api::ApiServer> server;  // last: stopped first
+  std::unique_ptr<http::HttpServer> server;  // last: stopped first
 };
 
 // Serving "VMMs" whose API sockets are FakeVmmApis, by sandbox id.

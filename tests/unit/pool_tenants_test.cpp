@@ -134,15 +134,15 @@ AccessPolicy two_tenants() {
           .hosts = default_hosts("127.0.0.1", {})};
 }
 
-api::HttpRequest unix_request(uid_t uid, gid_t gid) {
-  api::HttpRequest request;
-  request.caller = {.transport = api::Caller::Transport::kUnix, .uid = uid, .gid = gid, .pid = 9};
+http::HttpRequest unix_request(uid_t uid, gid_t gid) {
+  http::HttpRequest request;
+  request.caller = {.transport = http::Caller::Transport::kUnix, .uid = uid, .gid = gid, .pid = 9};
   return request;
 }
 
-api::HttpRequest tcp_request(std::string_view token, std::string host = "127.0.0.1:8080") {
-  api::HttpRequest request;
-  request.caller = {.transport = api::Caller::Transport::kTcp, .peer = "192.0.2.7:50000"};
+http::HttpRequest tcp_request(std::string_view token, std::string host = "127.0.0.1:8080") {
+  http::HttpRequest request;
+  request.caller = {.transport = http::Caller::Transport::kTcp, .peer = "192.0.2.7:50000"};
   request.headers.emplace_back("host", std::move(host));
   if (!token.empty()) {
     request.headers.emplace_back("authorization", "Bearer " + std::string(token));
@@ -172,7 +172,7 @@ TEST(PoolTenantAccess, KnowsUnixCallersByUidAndGid) {
   EXPECT_EQ(stranger.error().kind, Failure::kForbidden);
   EXPECT_THAT(stranger.error().message, HasSubstr("uid 1001 (gid 1001) may not use this pool"));
 
-  const auto unknown = access.identify(api::HttpRequest{});
+  const auto unknown = access.identify(http::HttpRequest{});
   ASSERT_FALSE(unknown) << "a request whose caller the server did not say";
   EXPECT_EQ(unknown.error().kind, Failure::kForbidden);
 }
@@ -219,34 +219,34 @@ class PoolTenantsTest : public PoolTest {
     PoolTest::SetUp();
     pool_ = make_pool(kServes);
     ASSERT_TRUE(pool_->register_image(image(0, 4)));
-    router_ = std::make_unique<api::Router>(pool_router(*pool_, access_));
+    router_ = std::make_unique<http::Router>(pool_router(*pool_, access_));
   }
 
-  api::HttpResponse call(api::HttpRequest request, api::Method method, std::string path,
-                         std::string body = "") {
+  http::HttpResponse call(http::HttpRequest request, http::Method method, std::string path,
+                          std::string body = "") {
     request.method = method;
-    request.method_text = std::string(api::method_name(method));
+    request.method_text = std::string(http::method_name(method));
     request.path = std::move(path);
     request.body = std::move(body);
-    auto answer = std::make_shared<std::optional<api::HttpResponse>>();
+    auto answer = std::make_shared<std::optional<http::HttpResponse>>();
     router_->route(request,
-                   [answer](api::HttpResponse response) { *answer = std::move(response); });
+                   [answer](http::HttpResponse response) { *answer = std::move(response); });
     EXPECT_TRUE(run_until([&] { return answer->has_value(); })) << request.path;
-    api::HttpResponse none;
+    http::HttpResponse none;
     none.status = 0;
     return answer->value_or(none);
   }
 
   // Acquires a sandbox as `caller`: its id.
-  std::string acquire_as(const api::HttpRequest& caller) {
-    const auto acquired = call(caller, api::Method::kPost, "/sandboxes", R"({"image": "base"})");
+  std::string acquire_as(const http::HttpRequest& caller) {
+    const auto acquired = call(caller, http::Method::kPost, "/sandboxes", R"({"image": "base"})");
     EXPECT_EQ(acquired.status, 201) << acquired.body;
     return nlohmann::json::parse(acquired.body, nullptr, false).value("id", "");
   }
 
   TenantAccess access_{two_tenants()};
   std::unique_ptr<Pool> pool_;
-  std::unique_ptr<api::Router> router_;
+  std::unique_ptr<http::Router> router_;
 };
 
 TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
@@ -254,12 +254,12 @@ TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
   ASSERT_FALSE(id.empty());
   const std::string snapshot_body = R"({"name": "fork"})";
 
-  const std::vector<std::pair<api::Method, std::string>> routes = {
-      {api::Method::kGet, ""},           {api::Method::kPost, "/exec"},
-      {api::Method::kPut, "/files"},     {api::Method::kGet, "/files"},
-      {api::Method::kPost, "/pause"},    {api::Method::kPost, "/resume"},
-      {api::Method::kPost, "/snapshot"}, {api::Method::kPost, "/keepalive"},
-      {api::Method::kDelete, ""}};
+  const std::vector<std::pair<http::Method, std::string>> routes = {
+      {http::Method::kGet, ""},           {http::Method::kPost, "/exec"},
+      {http::Method::kPut, "/files"},     {http::Method::kGet, "/files"},
+      {http::Method::kPost, "/pause"},    {http::Method::kPost, "/resume"},
+      {http::Method::kPost, "/snapshot"}, {http::Method::kPost, "/keepalive"},
+      {http::Method::kDelete, ""}};
   for (const auto& other : {tcp_request(kTokenB), unix_request(1000, 1000), unix_request(0, 0)}) {
     for (const auto& [method, tail] : routes) {
       auto request = other;
@@ -269,10 +269,10 @@ TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
                                                      : "";
       const auto answer = call(request, method, "/sandboxes/" + id + tail, body);
       EXPECT_EQ(answer.status, 404)
-          << api::method_name(method) << " " << tail << ": " << answer.body;
+          << http::method_name(method) << " " << tail << ": " << answer.body;
       EXPECT_THAT(answer.body, HasSubstr("no sandbox " + id));
     }
-    const auto listed = call(other, api::Method::kGet, "/sandboxes");
+    const auto listed = call(other, http::Method::kGet, "/sandboxes");
     EXPECT_EQ(listed.status, 200);
     EXPECT_THAT(listed.body, Not(HasSubstr(id)));
   }
@@ -280,17 +280,17 @@ TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
   EXPECT_EQ(pool_->count("base", SandboxState::kInUse), 1U) << "it was neither released nor lost";
 
   // Its owner still has it, sees it alone in its list, and releases it.
-  EXPECT_EQ(call(tcp_request(kTokenA), api::Method::kGet, "/sandboxes/" + id).status, 200);
+  EXPECT_EQ(call(tcp_request(kTokenA), http::Method::kGet, "/sandboxes/" + id).status, 200);
   const auto mine =
-      nlohmann::json::parse(call(tcp_request(kTokenA), api::Method::kGet, "/sandboxes").body);
+      nlohmann::json::parse(call(tcp_request(kTokenA), http::Method::kGet, "/sandboxes").body);
   ASSERT_EQ(mine["sandboxes"].size(), 1U);
   EXPECT_EQ(mine["sandboxes"][0]["id"], id);
-  EXPECT_EQ(call(tcp_request(kTokenA), api::Method::kDelete, "/sandboxes/" + id).status, 204);
+  EXPECT_EQ(call(tcp_request(kTokenA), http::Method::kDelete, "/sandboxes/" + id).status, 204);
   // Once it is gone, its owner hears how, and another tenant still nothing.
-  const auto again = call(tcp_request(kTokenA), api::Method::kDelete, "/sandboxes/" + id);
+  const auto again = call(tcp_request(kTokenA), http::Method::kDelete, "/sandboxes/" + id);
   EXPECT_EQ(again.status, 410);
   EXPECT_THAT(again.body, HasSubstr("it was released"));
-  const auto other = call(tcp_request(kTokenB), api::Method::kDelete, "/sandboxes/" + id);
+  const auto other = call(tcp_request(kTokenB), http::Method::kDelete, "/sandboxes/" + id);
   EXPECT_EQ(other.status, 404);
   EXPECT_THAT(other.body, Not(HasSubstr("released")));
 }
@@ -304,17 +304,17 @@ TEST_F(PoolTenantsTest, TheOwnerIsKeptInTheSandboxesRecord) {
 }
 
 TEST_F(PoolTenantsTest, CallersNotKnownAreRefusedWithNothingDone) {
-  const auto wrong = call(tcp_request("not-a-token-of-anyone-0123"), api::Method::kPost,
+  const auto wrong = call(tcp_request("not-a-token-of-anyone-0123"), http::Method::kPost,
                           "/sandboxes", R"({"image": "base"})");
   EXPECT_EQ(wrong.status, 401);
   EXPECT_THAT(wrong.headers, ::testing::Contains(std::pair<std::string, std::string>(
                                  "WWW-Authenticate", "Bearer")));
-  EXPECT_EQ(call(tcp_request(""), api::Method::kGet, "/sandboxes").status, 401);
+  EXPECT_EQ(call(tcp_request(""), http::Method::kGet, "/sandboxes").status, 401);
   const auto stranger =
-      call(unix_request(1001, 1001), api::Method::kPost, "/sandboxes", R"({"image": "base"})");
+      call(unix_request(1001, 1001), http::Method::kPost, "/sandboxes", R"({"image": "base"})");
   EXPECT_EQ(stranger.status, 403);
   EXPECT_THAT(stranger.body, HasSubstr("may not use this pool"));
-  EXPECT_EQ(call(tcp_request(kTokenA, "evil.example"), api::Method::kGet, "/images").status, 403);
+  EXPECT_EQ(call(tcp_request(kTokenA, "evil.example"), http::Method::kGet, "/images").status, 403);
   EXPECT_EQ(
       pool_->count("base", SandboxState::kStarting) + pool_->count("base", SandboxState::kInUse),
       0U)
@@ -324,17 +324,17 @@ TEST_F(PoolTenantsTest, CallersNotKnownAreRefusedWithNothingDone) {
 TEST_F(PoolTenantsTest, ImagesAreTheOperatorsAndQuotasAreEachTenants) {
   const std::string spec = R"({"max": 8})";
   for (const auto& tenant : {tcp_request(kTokenA), unix_request(1000, 1000)}) {
-    const auto refused = call(tenant, api::Method::kPut, "/images/base", spec);
+    const auto refused = call(tenant, http::Method::kPut, "/images/base", spec);
     EXPECT_EQ(refused.status, 403) << refused.body;
     EXPECT_THAT(refused.body, HasSubstr("operator"));
-    EXPECT_EQ(call(tenant, api::Method::kGet, "/images").status, 200) << "tenants may list them";
+    EXPECT_EQ(call(tenant, http::Method::kGet, "/images").status, 200) << "tenants may list them";
   }
-  EXPECT_EQ(call(unix_request(0, 0), api::Method::kPut, "/images/base", spec).status, 200);
+  EXPECT_EQ(call(unix_request(0, 0), http::Method::kPut, "/images/base", spec).status, 200);
 
   // b may hold one sandbox; a is not limited by b's quota.
   acquire_as(tcp_request(kTokenB));
   const auto second =
-      call(tcp_request(kTokenB), api::Method::kPost, "/sandboxes", R"({"image": "base"})");
+      call(tcp_request(kTokenB), http::Method::kPost, "/sandboxes", R"({"image": "base"})");
   EXPECT_EQ(second.status, 429);
   EXPECT_THAT(second.body, HasSubstr("tenant b holds 1 sandboxes, its quota of sandboxes"));
   EXPECT_FALSE(acquire_as(tcp_request(kTokenA)).empty());
@@ -348,7 +348,7 @@ TEST_F(PoolTenantsTest, TheMemoryQuotaCountsTheGuestMemoryOfEverySandboxHeld) {
   acquire_as(tcp_request(kTokenA));
   acquire_as(tcp_request(kTokenA));
   const auto third =
-      call(tcp_request(kTokenA), api::Method::kPost, "/sandboxes", R"({"image": "base"})");
+      call(tcp_request(kTokenA), http::Method::kPost, "/sandboxes", R"({"image": "base"})");
   EXPECT_EQ(third.status, 429);
   EXPECT_THAT(third.body, HasSubstr("past its quota of guest memory (max_memory)"));
 }

@@ -1,4 +1,4 @@
-// The pool's API over TLS, end to end without KVM: the real server (api_server) with a TLS
+// The pool's API over TLS, end to end without KVM: the real server (vmm/http/server.h) with a TLS
 // listener on 127.0.0.1, a certificate made at test time by a test CA, the pool's router over
 // a real Pool (sh "VMMs", none started here), and OpenSSL clients that trust that CA, or not,
 // or speak plain HTTP, or stall in their handshake.
@@ -20,11 +20,11 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_tls.h"
 #include "tests/unit/pool_test_fixture.h"
-#include "vmm/api/api_server.h"
-#include "vmm/tls/tls_transport.h"
+#include "vmm/http/server.h"
 #include "vmm/pool/image_store.h"
 #include "vmm/pool/pool_api.h"
 #include "vmm/pool/tenant_access.h"
+#include "vmm/tls/tls_transport.h"
 
 namespace dsec::pool {
 namespace {
@@ -77,9 +77,9 @@ class PoolTlsTest : public ::testing::Test {
     auto tls = tls::TlsServerContext::load(dir_.file("server.pem"), dir_.file("server.key"));
     ASSERT_TRUE(tls) << tls.error().message();
 
-    auto server = api::ApiServer::bind(
+    auto server = http::HttpServer::bind(
         dir_.file("api.sock"),
-        api::HttpLimits{.idle_timeout = 60s, .header_timeout = header_timeout_});
+        http::HttpLimits{.idle_timeout = 60s, .header_timeout = header_timeout_});
     ASSERT_TRUE(server) << server.error().message();
     server_ = std::move(*server);
     auto port = server_->listen_on_tcp("127.0.0.1", 0, std::move(*tls));
@@ -96,9 +96,9 @@ class PoolTlsTest : public ::testing::Test {
                                std::make_unique<test_fixture::ShellLauncher>(test_fixture::kServes),
                                PoolOptions{.health_interval = 0ms});
     ASSERT_TRUE(pool_->register_image({.name = "base", .ready = 0, .max = 2}));
-    router_ = std::make_shared<api::Router>(pool_router(*pool_, access_));
+    router_ = std::make_shared<http::Router>(pool_router(*pool_, access_));
     ASSERT_TRUE(server_->serve_deferred(
-        [router = router_](const api::HttpRequest& r, api::Responder respond) {
+        [router = router_](const http::HttpRequest& r, http::Responder respond) {
           router->route(r, std::move(respond));
         }));
   }
@@ -122,9 +122,9 @@ class PoolTlsTest : public ::testing::Test {
       .allow_gids = {},
       .tokens = {{.tenant = {.name = "a", .is_operator = false, .quota = {}}, .token = kToken}},
       .hosts = default_hosts("127.0.0.1", {})}};
-  std::unique_ptr<api::ApiServer> server_;
+  std::unique_ptr<http::HttpServer> server_;
   std::unique_ptr<Pool> pool_;
-  std::shared_ptr<api::Router> router_;
+  std::shared_ptr<http::Router> router_;
   uint16_t port_ = 0;
 };
 

@@ -6,8 +6,11 @@ namespace dsec::api {
 
 Result<std::unique_ptr<ApiService>> ApiService::bind(const std::string& socket_path,
                                                      std::string instance_id) {
-  auto server = DSEC_TRY(ApiServer::bind(socket_path));
-  return std::unique_ptr<ApiService>(new ApiService(std::move(server), std::move(instance_id)));
+  auto server = http::HttpServer::bind(socket_path);
+  if (!server) {
+    return std::unexpected(server.error().with_context("--api-sock"));
+  }
+  return std::unique_ptr<ApiService>(new ApiService(std::move(*server), std::move(instance_id)));
 }
 
 Status ApiService::serve(std::unique_ptr<MachineBackend> backend) {
@@ -18,7 +21,8 @@ Status ApiService::serve(std::unique_ptr<MachineBackend> backend) {
   endpoints_ = std::make_unique<VmApi>(*backend_, instance_id_);
   // Before serve(): the loop is the API thread's from then on.
   DSEC_TRY(schedule_metrics_flush());
-  return server_->serve([this](const HttpRequest& request) { return endpoints_->handle(request); });
+  return server_->serve(
+      [this](const http::HttpRequest& request) { return endpoints_->handle(request); });
 }
 
 Status ApiService::schedule_metrics_flush() {

@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
-#include "vmm/api/api_server.h"
 #include "vmm/api/machine_backend.h"
 #include "vmm/api/vm_api.h"
+#include "vmm/http/server.h"
 
 namespace dsec::api {
 
@@ -28,8 +28,8 @@ class ApiService {
   ApiService& operator=(const ApiService&) = delete;
   ~ApiService() { stop(); }
 
-  // Starts the API thread ahead of serve() (ApiServer::launch).
-  Status launch(ApiServer::ThreadStart setup) { return server_->launch(std::move(setup)); }
+  // Starts the API thread ahead of serve() (HttpServer::launch).
+  Status launch(http::HttpServer::ThreadStart setup) { return server_->launch(std::move(setup)); }
   // Serves the endpoints over `backend`, which this object then owns, and writes its
   // metrics, once configured, every kMetricsPeriod on the API thread.
   Status serve(std::unique_ptr<MachineBackend> backend);
@@ -39,7 +39,7 @@ class ApiService {
   void stop();
 
  private:
-  ApiService(std::unique_ptr<ApiServer> server, std::string instance_id)
+  ApiService(std::unique_ptr<http::HttpServer> server, std::string instance_id)
       : instance_id_(std::move(instance_id)), server_(std::move(server)) {}
 
   // Arms the next periodic metrics line on the API thread's loop.
@@ -48,7 +48,7 @@ class ApiService {
   std::string instance_id_;
   std::unique_ptr<MachineBackend> backend_;
   std::unique_ptr<VmApi> endpoints_;
-  std::unique_ptr<ApiServer> server_;  // last: destroyed, and so stopped, first
+  std::unique_ptr<http::HttpServer> server_;  // last: destroyed, and so stopped, first
 };
 
 }  // namespace dsec::api

@@ -32,34 +32,34 @@ const char* state_name(InstanceState state) {
 
 VmApi::VmApi(VmBackend& backend, std::string instance_id)
     : backend_(backend), instance_id_(std::move(instance_id)) {
-  router_.add(Method::kGet, "/",
-              [this](const HttpRequest&, const Args&) { return instance_info(); });
-  router_.add(Method::kGet, "/version", [](const HttpRequest&, const Args&) {
-    return HttpResponse::json({{"firecracker_version", kVmmVersion}});
+  router_.add(http::Method::kGet, "/",
+              [this](const http::HttpRequest&, const Args&) { return instance_info(); });
+  router_.add(http::Method::kGet, "/version", [](const http::HttpRequest&, const Args&) {
+    return http::HttpResponse::json({{"firecracker_version", kVmmVersion}});
   });
-  router_.add(Method::kGet, "/vm/config",
-              [this](const HttpRequest&, const Args&) { return vm_config(); });
-  router_.add(Method::kGet, "/machine-config",
-              [this](const HttpRequest&, const Args&) { return machine_config(); });
-  add_work_route(Method::kPatch, "/vm",
+  router_.add(http::Method::kGet, "/vm/config",
+              [this](const http::HttpRequest&, const Args&) { return vm_config(); });
+  router_.add(http::Method::kGet, "/machine-config",
+              [this](const http::HttpRequest&, const Args&) { return machine_config(); });
+  add_work_route(http::Method::kPatch, "/vm",
                  [this](std::string_view body, const Args&) { return patch_vm(body); });
-  add_work_route(Method::kPut, "/snapshot/create",
+  add_work_route(http::Method::kPut, "/snapshot/create",
                  [this](std::string_view body, const Args&) { return create_snapshot(body); });
-  add_work_route(Method::kPut, "/snapshot/load",
+  add_work_route(http::Method::kPut, "/snapshot/load",
                  [this](std::string_view body, const Args&) { return load_snapshot(body); });
   add_preboot_routes();
 }
 
-void VmApi::add_work_route(Method method, std::string_view pattern, Work work) {
+void VmApi::add_work_route(http::Method method, std::string_view pattern, Work work) {
   router_.add(method, pattern,
-              [work = std::move(work)](const HttpRequest& request, const Args& args) {
+              [work = std::move(work)](const http::HttpRequest& request, const Args& args) {
                 const Status done = work(request.body, args);
                 if (!done) {
                   spdlog::warn("api: {} {} refused: {}", request.method_text, request.path,
                                done.error().message());
-                  return HttpResponse::fault(done.error().message());
+                  return http::HttpResponse::fault(done.error().message());
                 }
-                return HttpResponse::no_content();
+                return http::HttpResponse::no_content();
               });
 }
 
@@ -82,21 +82,21 @@ Status VmApi::with_vm() const {
   return ok();
 }
 
-HttpResponse VmApi::instance_info() const {
-  return HttpResponse::json({{"id", instance_id_},
-                             {"state", state_name(backend_.state())},
-                             {"vmm_version", kVmmVersion},
-                             {"app_name", "dsec-vmm"}});
+http::HttpResponse VmApi::instance_info() const {
+  return http::HttpResponse::json({{"id", instance_id_},
+                                   {"state", state_name(backend_.state())},
+                                   {"vmm_version", kVmmVersion},
+                                   {"app_name", "dsec-vmm"}});
 }
 
-HttpResponse VmApi::vm_config() const {
+http::HttpResponse VmApi::vm_config() const {
   const auto config = backend_.config();
-  return HttpResponse::json(vm_config_json(config ? *config : preboot_.config()));
+  return http::HttpResponse::json(vm_config_json(config ? *config : preboot_.config()));
 }
 
-HttpResponse VmApi::machine_config() const {
+http::HttpResponse VmApi::machine_config() const {
   const auto config = backend_.config();
-  return HttpResponse::json(machine_config_json(config ? *config : preboot_.config()));
+  return http::HttpResponse::json(machine_config_json(config ? *config : preboot_.config()));
 }
 
 Status VmApi::patch_vm(std::string_view body) {

@@ -21,10 +21,10 @@
 #include <string_view>
 #include <vector>
 
-#include "vmm/api/http_message.h"
 #include "vmm/api/preboot_config.h"
-#include "vmm/api/router.h"
 #include "vmm/api/vm_backend.h"
+#include "vmm/http/message.h"
+#include "vmm/http/router.h"
 
 namespace dsec::api {
 
@@ -38,21 +38,23 @@ class VmApi {
   VmApi(const VmApi&) = delete;
   VmApi& operator=(const VmApi&) = delete;
 
-  HttpResponse handle(const HttpRequest& request) const { return router_.route(request); }
+  http::HttpResponse handle(const http::HttpRequest& request) const {
+    return router_.route(request);
+  }
   // The method and path pattern of every endpoint handle() serves.
-  std::vector<Router::RouteName> routes() const { return router_.routes(); }
+  std::vector<http::Router::RouteName> routes() const { return router_.routes(); }
 
  private:
   using Args = std::vector<std::string>;
   // A request that changes something: `work` gets its body (and the path's ids) and says
   // whether it was done; 204, or 400 with its message.
   using Work = std::function<Status(std::string_view body, const Args& args)>;
-  void add_work_route(Method method, std::string_view pattern, Work work);
+  void add_work_route(http::Method method, std::string_view pattern, Work work);
 
   // vm_api.cpp: the instance, its state and its snapshots.
-  HttpResponse instance_info() const;
-  HttpResponse vm_config() const;
-  HttpResponse machine_config() const;
+  http::HttpResponse instance_info() const;
+  http::HttpResponse vm_config() const;
+  http::HttpResponse machine_config() const;
   Status patch_vm(std::string_view body);
   Status create_snapshot(std::string_view body);
   Status load_snapshot(std::string_view body);
@@ -73,7 +75,7 @@ class VmApi {
   VmBackend& backend_;
   std::string instance_id_;
   PrebootConfig preboot_;
-  Router router_;
+  http::Router router_;
 };
 
 }  // namespace dsec::api

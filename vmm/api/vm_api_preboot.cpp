@@ -7,29 +7,29 @@
 namespace dsec::api {
 
 void VmApi::add_preboot_routes() {
-  add_work_route(Method::kPut, "/boot-source",
+  add_work_route(http::Method::kPut, "/boot-source",
                  [this](std::string_view body, const Args&) -> Status {
                    const auto source = DSEC_TRY(parse_boot_source(DSEC_TRY(parse_body(body))));
                    DSEC_TRY(before_start("PUT /boot-source"));
                    return preboot_.set_boot_source(source);
                  });
-  for (const auto& [method, update] :
-       {std::pair{Method::kPut, Update::kWhole}, std::pair{Method::kPatch, Update::kPartial}}) {
-    add_work_route(method, "/machine-config",
-                   [this, method, update](std::string_view body, const Args&) -> Status {
-                     const auto change =
-                         DSEC_TRY(parse_machine_config(DSEC_TRY(parse_body(body)), update));
-                     DSEC_TRY(before_start(fmt::format("{} /machine-config", method_name(method))));
-                     return preboot_.update_machine_config(change);
-                   });
+  for (const auto& [method, update] : {std::pair{http::Method::kPut, Update::kWhole},
+                                       std::pair{http::Method::kPatch, Update::kPartial}}) {
+    add_work_route(
+        method, "/machine-config",
+        [this, method, update](std::string_view body, const Args&) -> Status {
+          const auto change = DSEC_TRY(parse_machine_config(DSEC_TRY(parse_body(body)), update));
+          DSEC_TRY(before_start(fmt::format("{} /machine-config", http::method_name(method))));
+          return preboot_.update_machine_config(change);
+        });
   }
-  add_work_route(Method::kPut, "/drives/{drive_id}",
+  add_work_route(http::Method::kPut, "/drives/{drive_id}",
                  [this](std::string_view body, const Args& args) -> Status {
                    const auto drive = DSEC_TRY(parse_drive(DSEC_TRY(parse_body(body)), args[0]));
                    DSEC_TRY(before_start("PUT /drives"));
                    return preboot_.put_drive(drive);
                  });
-  add_work_route(Method::kPut, "/network-interfaces/{iface_id}",
+  add_work_route(http::Method::kPut, "/network-interfaces/{iface_id}",
                  [this](std::string_view body, const Args& args) -> Status {
                    const auto net =
                        DSEC_TRY(parse_network_interface(DSEC_TRY(parse_body(body)), args[0]));
@@ -37,34 +37,38 @@ void VmApi::add_preboot_routes() {
                    return preboot_.put_network_interface(net);
                  });
   add_work_route(
-      Method::kPatch, "/drives/{drive_id}",
+      http::Method::kPatch, "/drives/{drive_id}",
       [this](std::string_view body, const Args& args) { return patch_drive(body, args[0]); });
-  add_work_route(Method::kPatch, "/network-interfaces/{iface_id}",
+  add_work_route(http::Method::kPatch, "/network-interfaces/{iface_id}",
                  [this](std::string_view body, const Args& args) {
                    return patch_network_interface(body, args[0]);
                  });
-  add_work_route(Method::kPut, "/vsock", [this](std::string_view body, const Args&) -> Status {
-    const auto vsock = DSEC_TRY(parse_vsock(DSEC_TRY(parse_body(body))));
-    DSEC_TRY(before_start("PUT /vsock"));
-    return preboot_.set_vsock(vsock);
-  });
-  add_work_route(Method::kPut, "/entropy", [this](std::string_view body, const Args&) -> Status {
-    const auto entropy = DSEC_TRY(parse_entropy(DSEC_TRY(parse_body(body))));
-    DSEC_TRY(before_start("PUT /entropy"));
-    preboot_.set_entropy(entropy);
-    return ok();
-  });
-  add_work_route(Method::kPut, "/logger", [this](std::string_view body, const Args&) -> Status {
-    const auto logger = DSEC_TRY(parse_logger(DSEC_TRY(parse_body(body))));
-    DSEC_TRY(before_start("PUT /logger"));
-    return backend_.configure_logger(logger);
-  });
-  add_work_route(Method::kPut, "/metrics", [this](std::string_view body, const Args&) -> Status {
-    const auto path = DSEC_TRY(parse_metrics(DSEC_TRY(parse_body(body))));
-    DSEC_TRY(before_start("PUT /metrics"));
-    return backend_.configure_metrics(path);
-  });
-  add_work_route(Method::kPut, "/actions",
+  add_work_route(http::Method::kPut, "/vsock",
+                 [this](std::string_view body, const Args&) -> Status {
+                   const auto vsock = DSEC_TRY(parse_vsock(DSEC_TRY(parse_body(body))));
+                   DSEC_TRY(before_start("PUT /vsock"));
+                   return preboot_.set_vsock(vsock);
+                 });
+  add_work_route(http::Method::kPut, "/entropy",
+                 [this](std::string_view body, const Args&) -> Status {
+                   const auto entropy = DSEC_TRY(parse_entropy(DSEC_TRY(parse_body(body))));
+                   DSEC_TRY(before_start("PUT /entropy"));
+                   preboot_.set_entropy(entropy);
+                   return ok();
+                 });
+  add_work_route(http::Method::kPut, "/logger",
+                 [this](std::string_view body, const Args&) -> Status {
+                   const auto logger = DSEC_TRY(parse_logger(DSEC_TRY(parse_body(body))));
+                   DSEC_TRY(before_start("PUT /logger"));
+                   return backend_.configure_logger(logger);
+                 });
+  add_work_route(http::Method::kPut, "/metrics",
+                 [this](std::string_view body, const Args&) -> Status {
+                   const auto path = DSEC_TRY(parse_metrics(DSEC_TRY(parse_body(body))));
+                   DSEC_TRY(before_start("PUT /metrics"));
+                   return backend_.configure_metrics(path);
+                 });
+  add_work_route(http::Method::kPut, "/actions",
                  [this](std::string_view body, const Args&) -> Status { return act(body); });
 }
 

@@ -5,12 +5,12 @@
 namespace dsec::api {
 namespace {
 
-Status set_state(const ApiClient& client, const char* state) {
+Status set_state(const http::HttpClient& client, const char* state) {
   return client.send("PATCH", "/vm", {{"state", state}});
 }
 
 // "Running" or "Paused": a VM to snapshot.
-Result<std::string> vm_state(const ApiClient& client) {
+Result<std::string> vm_state(const http::HttpClient& client) {
   const auto info = DSEC_TRY(client.get("/"));
   auto state = info.value("state", std::string());
   if (state != "Running" && state != "Paused") {
@@ -22,8 +22,8 @@ Result<std::string> vm_state(const ApiClient& client) {
 
 // Pauses a running VM, has it write its snapshot into `vmm_dir` (its path as the VMM sees
 // it), and resumes it if asked or if the snapshot failed.
-Status write_snapshot(const ApiClient& client, const std::string& state, const std::string& vmm_dir,
-                      bool resume) {
+Status write_snapshot(const http::HttpClient& client, const std::string& state,
+                      const std::string& vmm_dir, bool resume) {
   if (state == "Running") {
     DSEC_TRY(pause_vm(client));
   }
@@ -40,16 +40,24 @@ Status write_snapshot(const ApiClient& client, const std::string& state, const s
 
 }  // namespace
 
-Status pause_vm(const ApiClient& client) {
+http::HttpClient vmm_api_client(const std::string& socket_path, std::chrono::milliseconds timeout) {
+  return http::HttpClient(
+      socket_path, timeout,
+      http::HttpServerKind{.socket = "API socket",
+                           .name = "VMM",
+                           .start_hint = "start a VMM with --api-sock " + socket_path});
+}
+
+Status pause_vm(const http::HttpClient& client) {
   return set_state(client, "Paused");
 }
 
-Status resume_vm(const ApiClient& client) {
+Status resume_vm(const http::HttpClient& client) {
   return set_state(client, "Resumed");
 }
 
-Result<std::filesystem::path> create_snapshot(const ApiClient& client, const std::string& out_dir,
-                                              bool resume) {
+Result<std::filesystem::path> create_snapshot(const http::HttpClient& client,
+                                              const std::string& out_dir, bool resume) {
   const std::string state = DSEC_TRY(vm_state(client));
   std::error_code ec;
   const auto dir = std::filesystem::absolute(out_dir, ec);
@@ -61,7 +69,7 @@ Result<std::filesystem::path> create_snapshot(const ApiClient& client, const std
   return dir;
 }
 
-Status create_snapshot_at(const ApiClient& client, const std::string& vmm_dir, bool resume) {
+Status create_snapshot_at(const http::HttpClient& client, const std::string& vmm_dir, bool resume) {
   return write_snapshot(client, DSEC_TRY(vm_state(client)), vmm_dir, resume);
 }
 

@@ -3,10 +3,10 @@
 #include <chrono>
 #include <cstdio>
 
-#include "vmm/api/api_client.h"
 #include "vmm/api/vm_control.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
+#include "vmm/http/client.h"
 
 namespace dsec::cli {
 namespace {
@@ -18,9 +18,9 @@ struct SnapshotOptions {
   double timeout_s = 300;
 };
 
-api::ApiClient client_of(const SnapshotOptions& o) {
-  return api::ApiClient(o.api_socket,
-                        std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
+http::HttpClient client_of(const SnapshotOptions& o) {
+  return api::vmm_api_client(o.api_socket,
+                             std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000)));
 }
 
 Status create(const SnapshotOptions& o) {

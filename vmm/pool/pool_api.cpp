@@ -5,9 +5,9 @@
 namespace dsec::pool {
 namespace {
 
-using api::HttpRequest;
-using api::HttpResponse;
-using api::Method;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::Method;
 using Args = std::vector<std::string>;
 
 HttpResponse fault(const PoolError& e) {
@@ -43,15 +43,15 @@ class TenantRoutes {
  public:
   using Handler = std::function<HttpResponse(const Tenant&, const HttpRequest&, const Args&)>;
   using Deferred =
-      std::function<void(const Tenant&, const HttpRequest&, const Args&, api::Responder)>;
+      std::function<void(const Tenant&, const HttpRequest&, const Args&, http::Responder)>;
 
-  TenantRoutes(api::Router& router, const TenantAccess& access)
+  TenantRoutes(http::Router& router, const TenantAccess& access)
       : router_(router), access_(access) {}
 
   void add(Method method, std::string_view pattern, Who who, Handler handler) {
     add_deferred(method, pattern, who,
                  [handler = std::move(handler)](const Tenant& tenant, const HttpRequest& request,
-                                                const Args& args, api::Responder respond) {
+                                                const Args& args, http::Responder respond) {
                    respond(handler(tenant, request, args));
                  });
   }
@@ -59,7 +59,7 @@ class TenantRoutes {
     router_.add_deferred(
         method, pattern,
         [&access = access_, who, pattern = std::string(pattern), handler = std::move(handler)](
-            const HttpRequest& request, const Args& args, api::Responder respond) {
+            const HttpRequest& request, const Args& args, http::Responder respond) {
           auto tenant = access.identify(request);
           if (!tenant) {
             respond(fault(tenant.error()));
@@ -77,7 +77,7 @@ class TenantRoutes {
   }
 
  private:
-  api::Router& router_;
+  http::Router& router_;
   const TenantAccess& access_;
 };
 
@@ -108,8 +108,8 @@ int http_status(Failure kind) {
   return 500;
 }
 
-api::Router pool_router(Pool& pool, const TenantAccess& access) {
-  api::Router router;
+http::Router pool_router(Pool& pool, const TenantAccess& access) {
+  http::Router router;
   TenantRoutes routes(router, access);
   routes.add(Method::kGet, "/images", Who::kTenant,
              [&pool](const Tenant&, const HttpRequest&, const Args&) {
@@ -130,7 +130,7 @@ api::Router pool_router(Pool& pool, const TenantAccess& access) {
   routes.add_deferred(
       Method::kPost, "/sandboxes", Who::kTenant,
       [&pool](const Tenant& tenant, const HttpRequest& request, const Args&,
-              api::Responder respond) {
+              http::Responder respond) {
         auto acquire = parse_acquire(request.body);
         if (!acquire) {
           respond(bad_body(acquire.error()));
@@ -152,7 +152,7 @@ api::Router pool_router(Pool& pool, const TenantAccess& access) {
   routes.add_deferred(
       Method::kPost, "/sandboxes/{id}/exec", Who::kTenant,
       [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args,
-              api::Responder respond) {
+              http::Responder respond) {
         auto call = parse_exec(request.body);
         if (!call) {
           respond(bad_body(call.error()));
@@ -167,7 +167,7 @@ api::Router pool_router(Pool& pool, const TenantAccess& access) {
   routes.add_deferred(
       Method::kPut, "/sandboxes/{id}/files", Who::kTenant,
       [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args,
-              api::Responder respond) {
+              http::Responder respond) {
         auto target = parse_file_target(request.header(kPathHeader), request.header(kModeHeader));
         if (!target) {
           respond(bad_body(target.error()));
@@ -181,7 +181,7 @@ api::Router pool_router(Pool& pool, const TenantAccess& access) {
       });
   routes.add_deferred(Method::kGet, "/sandboxes/{id}/files", Who::kTenant,
                       [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args,
-                              api::Responder respond) {
+                              http::Responder respond) {
                         auto target = parse_file_target(request.header(kPathHeader), "");
                         if (!target) {
                           respond(bad_body(target.error()));
@@ -206,7 +206,7 @@ api::Router pool_router(Pool& pool, const TenantAccess& access) {
     routes.add_deferred(
         Method::kPost, pause ? "/sandboxes/{id}/pause" : "/sandboxes/{id}/resume", Who::kTenant,
         [&pool, pause](const Tenant& tenant, const HttpRequest&, const Args& args,
-                       api::Responder respond) {
+                       http::Responder respond) {
           auto respond_with = [respond =
                                    std::move(respond)](PoolResult<nlohmann::json> sandbox) mutable {
             respond(answer(sandbox));
@@ -221,7 +221,7 @@ api::Router pool_router(Pool& pool, const TenantAccess& access) {
   routes.add_deferred(
       Method::kPost, "/sandboxes/{id}/snapshot", Who::kTenant,
       [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args,
-              api::Responder respond) {
+              http::Responder respond) {
         auto name = parse_snapshot_name(request.body);
         if (!name) {
           respond(bad_body(name.error()));

@@ -5,8 +5,8 @@
 // what to change.
 #pragma once
 
-#include "vmm/api/http_message.h"
-#include "vmm/api/router.h"
+#include "vmm/http/message.h"
+#include "vmm/http/router.h"
 #include "vmm/pool/pool.h"
 #include "vmm/pool/tenant_access.h"
 
@@ -16,6 +16,6 @@ namespace dsec::pool {
 int http_status(Failure kind);
 
 // The router for `pool`'s API; the pool and `access` must outlive it.
-api::Router pool_router(Pool& pool, const TenantAccess& access);
+http::Router pool_router(Pool& pool, const TenantAccess& access);
 
 }  // namespace dsec::pool

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "vmm/agent/protocol.h"
-#include "vmm/api/http_message.h"
 #include "vmm/common/error.h"
+#include "vmm/http/message.h"
 
 namespace dsec::pool {
 
@@ -42,7 +42,7 @@ struct ExecCall {
   std::string stdin_data;  // sent, then closed, when request.stdin_open
   // The HTTP client it runs for: once that client is gone, the exec ends (its agent
   // connection shut, so the guest's agent kills the command). Null: it runs to its end.
-  std::shared_ptr<api::ClientPresence> client;
+  std::shared_ptr<http::ClientPresence> client;
 };
 
 // PUT and GET /sandboxes/{id}/files: the guest's file, from the X-Dsec-Path header, and

@@ -9,21 +9,21 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "vmm/api/api_client.h"
 #include "vmm/api/vm_control.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/http/client.h"
 #include "vmm/pool/sandbox_dir.h"
 #include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::pool {
 namespace {
 
-api::ApiClient client(const std::string& api_socket) {
+http::HttpClient client(const std::string& api_socket) {
   return {api_socket, kSandboxApiTimeout,
-          api::ApiServerKind{.socket = "sandbox API socket",
-                             .name = "sandbox's VMM",
-                             .start_hint = "the sandbox's VMM has no API socket: it was started "
-                                           "by an older daemon; release it and acquire another"}};
+          http::HttpServerKind{.socket = "sandbox API socket",
+                               .name = "sandbox's VMM",
+                               .start_hint = "the sandbox's VMM has no API socket: it was started "
+                                             "by an older daemon; release it and acquire another"}};
 }
 
 // A directory in a sandbox's directory (a jailed one's jail) that its VMM writes a snapshot

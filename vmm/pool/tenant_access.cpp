@@ -229,19 +229,19 @@ bool same_secret(std::string_view given, std::string_view expected) {
   return difference == 0;
 }
 
-PoolResult<Tenant> TenantAccess::identify(const api::HttpRequest& request) const {
+PoolResult<Tenant> TenantAccess::identify(const http::HttpRequest& request) const {
   switch (request.caller.transport) {
-    case api::Caller::Transport::kUnix:
+    case http::Caller::Transport::kUnix:
       return identify_unix(request.caller);
-    case api::Caller::Transport::kTcp:
+    case http::Caller::Transport::kTcp:
       return identify_tcp(request);
-    case api::Caller::Transport::kNone:
+    case http::Caller::Transport::kNone:
       break;
   }
   return std::unexpected(error(Failure::kForbidden, "the server could not tell who connected"));
 }
 
-PoolResult<Tenant> TenantAccess::identify_unix(const api::Caller& caller) const {
+PoolResult<Tenant> TenantAccess::identify_unix(const http::Caller& caller) const {
   if (caller.uid == policy_.daemon_uid || caller.uid == 0) {
     return Tenant{.name = "uid:" + std::to_string(caller.uid), .is_operator = true, .quota = {}};
   }
@@ -255,7 +255,7 @@ PoolResult<Tenant> TenantAccess::identify_unix(const api::Caller& caller) const 
           ") may not use this pool: its operator allows a user with --allow-uid or --allow-gid"));
 }
 
-PoolResult<Tenant> TenantAccess::identify_tcp(const api::HttpRequest& request) const {
+PoolResult<Tenant> TenantAccess::identify_tcp(const http::HttpRequest& request) const {
   const std::string_view host = request.header("host");
   if (!host_allowed(host, policy_.hosts)) {
     return std::unexpected(

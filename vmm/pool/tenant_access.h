@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "vmm/api/http_message.h"
 #include "vmm/common/error.h"
+#include "vmm/http/message.h"
 #include "vmm/pool/pool_error.h"
 #include "vmm/pool/tenant.h"
 
@@ -60,11 +60,11 @@ class TenantAccess {
   // The tenant `request` comes from, or why it is refused: kUnauthenticated (a TCP request
   // without a right token), kForbidden (a uid not allowed, a Host not this daemon's, or a
   // request the server did not say the caller of).
-  PoolResult<Tenant> identify(const api::HttpRequest& request) const;
+  PoolResult<Tenant> identify(const http::HttpRequest& request) const;
 
  private:
-  PoolResult<Tenant> identify_unix(const api::Caller& caller) const;
-  PoolResult<Tenant> identify_tcp(const api::HttpRequest& request) const;
+  PoolResult<Tenant> identify_unix(const http::Caller& caller) const;
+  PoolResult<Tenant> identify_tcp(const http::HttpRequest& request) const;
   AccessPolicy policy_;
 };
 

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "vmm/api/api_server.h"
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/seccomp_option.h"
 #include "vmm/common/sibling_binary.h"
+#include "vmm/http/server.h"
 #include "vmm/jail/cgroup.h"
 #include "vmm/pool/image_store.h"
 #include "vmm/pool/launcher_process.h"
@@ -148,11 +148,15 @@ Result<std::shared_ptr<const tls::TlsServerContext>> tcp_tls(const PoolOptions& 
 // The socket's mode: owner-only, unless other users may call (--allow-uid, --allow-gid).
 // Then anyone may connect, and SO_PEERCRED, read by the kernel at connect, is the check:
 // a file mode cannot name a set of users, and a caller not allowed gets 403 and nothing done.
-Status open_socket_to_allowed(const PoolOptions& options, const api::ApiServer& server) {
+Status open_socket_to_allowed(const PoolOptions& options, const http::HttpServer& server) {
   if (options.allow_uids.empty() && options.allow_gids.empty()) {
     return ok();
   }
-  return server.set_socket_mode(0666);
+  auto mode = server.set_socket_mode(0666);
+  if (!mode) {
+    return std::unexpected(mode.error().with_context("--socket"));
+  }
+  return ok();
 }
 
 std::chrono::milliseconds milliseconds(double seconds) {
@@ -230,10 +234,10 @@ int run_pool(const PoolOptions& options) {
     return fail_with(launcher.error());
   }
   // Bodies carry the files PUT into sandboxes.
-  auto server = api::ApiServer::bind(options.socket,
-                                     api::HttpLimits{.max_body_bytes = pool::kMaxPoolFileBytes});
+  auto server = http::HttpServer::bind(options.socket,
+                                       http::HttpLimits{.max_body_bytes = pool::kMaxPoolFileBytes});
   if (!server) {
-    return fail_with(server.error());
+    return fail_with(server.error().with_context("--socket"));
   }
   if (auto opened = open_socket_to_allowed(options, **server); !opened) {
     return fail_with(opened.error());
@@ -268,7 +272,7 @@ int run_pool(const PoolOptions& options) {
                                     .max_requests = options.max_requests});
   // Before serve(): the loop does not run yet, so its watches and timers may be set here.
   pool.recover();
-  const auto router = std::make_shared<api::Router>(pool::pool_router(pool, access));
+  const auto router = std::make_shared<http::Router>(pool::pool_router(pool, access));
   // Each client holds at most one request; an exec runs on a thread of its own meanwhile.
   (*server)->set_max_connections(kMaxClients);
   (*server)->set_max_connections_per_caller(kMaxClientsPerCaller);
@@ -278,7 +282,7 @@ int run_pool(const PoolOptions& options) {
     return fail_with(filtered.error());
   }
   if (auto serving = (*server)->serve_deferred(
-          [router](const api::HttpRequest& request, api::Responder respond) {
+          [router](const http::HttpRequest& request, http::Responder respond) {
             router->route(request, std::move(respond));
           });
       !serving) {
@@ -387,8 +391,9 @@ void configure_pool_command(CLI::App* pool, std::function<int()>& action) {
                    "and localhost forms (repeat it); others get 403 (DNS rebinding)")
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  pool->add_option("--vmm", options->vmm,
-                   "The dsec-vmm binary that restores clones (default: the one beside this daemon)");
+  pool->add_option(
+      "--vmm", options->vmm,
+      "The dsec-vmm binary that restores clones (default: the one beside this daemon)");
   pool->add_option("--max-memory-ratio", options->max_memory_ratio,
                    "Refuse (429) a clone that would take the host's used memory past this share "
                    "of its memory")

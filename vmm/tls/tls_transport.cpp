@@ -21,8 +21,8 @@
 
 namespace dsec::tls {
 
-using api::Transport;
-using api::TransportIo;
+using http::Transport;
+using http::TransportIo;
 
 void OpenSslDeleter::operator()(SSL_CTX* ctx) const {
   SSL_CTX_free(ctx);

@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 
-#include "vmm/api/transport.h"
 #include "vmm/common/error.h"
+#include "vmm/http/transport.h"
 
 namespace dsec::tls {
 
@@ -31,7 +31,7 @@ struct OpenSslDeleter {
 // number"; several joined by "; "), emptied; `none` when it holds nothing.
 std::string openssl_errors(const char* none = "no reason given");
 
-class TlsServerContext final : public api::TransportFactory {
+class TlsServerContext final : public http::TransportFactory {
  public:
   // Reads the certificate chain (PEM, the server's certificate first) and its private key
   // (PEM). The key file is refused when others may read or write it: the key must stay the
@@ -40,7 +40,7 @@ class TlsServerContext final : public api::TransportFactory {
                                                         const std::string& key_path);
   // A session over the accepted, non-blocking socket `fd`, which stays the caller's and must
   // outlive the session.
-  Result<std::unique_ptr<api::Transport>> session(int fd) const override;
+  Result<std::unique_ptr<http::Transport>> session(int fd) const override;
 
  private:
   TlsServerContext(std::unique_ptr<SSL_CTX, OpenSslDeleter> ctx,

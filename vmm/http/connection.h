@@ -1,6 +1,6 @@
-// One client connection of the API, as bytes: what the client sent goes in, requests come
+// One client connection of an HTTP server, as bytes: what the client sent goes in, requests come
 // out (parsed by nodejs' http_parser), and each request's response goes back out as bytes.
-// It owns no socket (api_server does), so tests and the fuzzer drive it directly.
+// It owns no socket (server.h does), so tests and the fuzzer drive it directly.
 //
 // Requests are taken one at a time: after next_request() returns one, nothing more is
 // parsed until respond() answered it, so that pipelined requests are answered in order
@@ -20,9 +20,9 @@
 #include <string>
 #include <string_view>
 
-#include "vmm/api/http_message.h"
+#include "vmm/http/message.h"
 
-namespace dsec::api {
+namespace dsec::http {
 
 struct HttpLimits {
   // The URL plus every header name and value of one request.
@@ -32,7 +32,7 @@ struct HttpLimits {
   // Received and not parsed yet, or answered and not sent yet: beyond this, wants_input()
   // is false until the other side catches up.
   size_t max_pending_bytes = size_t{128} * 1024;
-  // Deadlines, kept by the server (api_server); zero: none. A client is disconnected when
+  // Deadlines, kept by the server (server.h); zero: none. A client is disconnected when
   // it sends nothing for idle_timeout between requests (longer than the 90 s after which
   // Go's HTTP client drops an idle connection itself), takes longer than header_timeout
   // from a request's first byte to the end of its headers, or than body_timeout plus the
@@ -125,10 +125,10 @@ class HttpConnection {
   std::string url_;
   size_t header_bytes_ = 0;
   bool in_header_value_ = false;
-  bool in_message_ = false;   // between a request's first byte and its end
+  bool in_message_ = false;    // between a request's first byte and its end
   bool headers_done_ = false;  // its headers complete
   std::optional<HttpRequest> complete_;
   std::string error_;  // why a callback stopped the parser
 };
 
-}  // namespace dsec::api
+}  // namespace dsec::http

@@ -1,4 +1,4 @@
-#include "vmm/api/api_client.h"
+#include "vmm/http/client.h"
 
 #include <fmt/format.h>
 #include <http_parser.h>
@@ -10,7 +10,7 @@
 
 #include "vmm/io/unix_socket.h"
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -23,7 +23,7 @@ struct ReplyParser {
 
 int on_body(http_parser* parser, const char* at, size_t length) {
   auto& p = *static_cast<ReplyParser*>(parser->data);
-  if (p.reply.body.size() + length > ApiClient::kMaxReplyBytes) {
+  if (p.reply.body.size() + length > HttpClient::kMaxReplyBytes) {
     p.too_large = true;
     return 1;
   }
@@ -73,22 +73,19 @@ std::string fault_message_of(const HttpReply& reply) {
   return reply.body.empty() ? "no fault_message" : reply.body;
 }
 
-Result<HttpReply> ApiClient::request(std::string_view method, std::string_view path,
-                                     const std::string& body) const {
+Result<HttpReply> HttpClient::request(std::string_view method, std::string_view path,
+                                      const std::string& body) const {
   const std::string what = fmt::format("{} {} on {}", method, path, socket_path_);
   const auto deadline = Clock::now() + timeout_;
   auto fd = io::connect_unix(socket_path_);
   if (!fd) {
     const int err = fd.error().os_errno();
-    const auto& start = server_.start_hint;
     if (err == ENOENT) {
-      return fail("no " + server_.socket + " at " + socket_path_,
-                  start.empty() ? "is a VMM running with --api-sock " + socket_path_ + "?" : start);
+      return fail("no " + server_.socket + " at " + socket_path_, server_.start_hint);
     }
     if (err == ECONNREFUSED) {
       return fail("nothing serves the " + server_.socket + " " + socket_path_,
-                  "the " + server_.name + " that made it is gone; " +
-                      (start.empty() ? "start one with --api-sock" : start));
+                  "the " + server_.name + " that made it is gone; " + server_.start_hint);
     }
     return std::unexpected(fd.error().with_context(server_.socket));
   }
@@ -152,7 +149,7 @@ Result<HttpReply> ApiClient::request(std::string_view method, std::string_view p
   return state.reply;
 }
 
-Result<nlohmann::json> ApiClient::get(std::string_view path) const {
+Result<nlohmann::json> HttpClient::get(std::string_view path) const {
   const auto reply = DSEC_TRY(request("GET", path, ""));
   if (reply.status != 200) {
     return fail(fmt::format("the {} refused GET {} ({}): {}", server_.name, path, reply.status,
@@ -165,8 +162,8 @@ Result<nlohmann::json> ApiClient::get(std::string_view path) const {
   return j;
 }
 
-Status ApiClient::send(std::string_view method, std::string_view path,
-                       const nlohmann::json& body) const {
+Status HttpClient::send(std::string_view method, std::string_view path,
+                        const nlohmann::json& body) const {
   const auto reply = DSEC_TRY(request(method, path, body.dump()));
   if (reply.status < 200 || reply.status > 299) {
     return fail(fmt::format("the {} refused {} {} ({}): {}", server_.name, method, path,
@@ -175,4 +172,4 @@ Status ApiClient::send(std::string_view method, std::string_view path,
   return ok();
 }
 
-}  // namespace dsec::api
+}  // namespace dsec::http

@@ -1,8 +1,8 @@
-#include "vmm/api/api_server.h"
+#include "vmm/http/server.h"
 
 #include <arpa/inet.h>
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,35 +19,33 @@
 
 #include "vmm/io/unix_socket.h"
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
-// Binds `path`, replacing a socket file whose server is gone.
-Result<UniqueFd> bind_api_socket(const std::string& path) {
+// Binds `path`, replacing a socket file whose server is gone. The errors name the path;
+// the caller adds its option (--api-sock, the pool's --socket).
+Result<UniqueFd> bind_unix_socket(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      return fail("--api-sock " + path + " exists and is not a socket",
-                  "choose another path; nothing was removed");
+      return fail(path + " exists and is not a socket", "choose another path; nothing was removed");
     }
     if (io::connect_unix(path)) {
-      return fail("--api-sock " + path + ": another process serves an API there",
-                  "choose another path, or stop that VMM first");
+      return fail(path + ": another process serves there",
+                  "choose another path, or stop that process first");
     }
-    // Nobody answers (ECONNREFUSED): a VMM that is gone left it behind.
+    // Nobody answers (ECONNREFUSED): a server that is gone left it behind.
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return fail_errno("--api-sock " + path + ": cannot remove the stale socket", errno);
+      return fail_errno(path + ": cannot remove the stale socket", errno);
     }
   }
-  auto fd = io::listen_unix(path);
-  if (!fd) {
-    return std::unexpected(fd.error().with_context("--api-sock"));
-  }
-  // Whoever can connect can pause, snapshot and load: the owner only.
+  auto fd = DSEC_TRY(io::listen_unix(path));
+  // Whoever can connect can do whatever the handler does: the owner only, unless
+  // set_socket_mode() says otherwise.
   if (::chmod(path.c_str(), 0600) != 0) {
     const int err = errno;
     ::unlink(path.c_str());
-    return fail_errno("--api-sock " + path + ": chmod", err);
+    return fail_errno(path + ": chmod", err);
   }
   return fd;
 }
@@ -136,13 +134,13 @@ std::optional<Caller> caller_of(int fd, bool unix_socket) {
 
 }  // namespace
 
-Result<std::unique_ptr<ApiServer>> ApiServer::bind(const std::string& path, HttpLimits limits) {
-  auto listener = DSEC_TRY(bind_api_socket(path));
+Result<std::unique_ptr<HttpServer>> HttpServer::bind(const std::string& path, HttpLimits limits) {
+  auto listener = DSEC_TRY(bind_unix_socket(path));
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
     ::unlink(path.c_str());
-    return fail_errno("--api-sock " + path + ": stat", err);
+    return fail_errno(path + ": stat", err);
   }
   auto loop = io::EventLoop::create(64);
   if (!loop) {
@@ -150,18 +148,18 @@ Result<std::unique_ptr<ApiServer>> ApiServer::bind(const std::string& path, Http
     return std::unexpected(loop.error().with_context("API event loop"));
   }
   // From here on the destructor removes the socket file.
-  return std::unique_ptr<ApiServer>(
-      new ApiServer(path, std::move(listener), st.st_ino, std::move(*loop), limits));
+  return std::unique_ptr<HttpServer>(
+      new HttpServer(path, std::move(listener), st.st_ino, std::move(*loop), limits));
 }
 
-Result<std::unique_ptr<ApiServer>> ApiServer::start(const std::string& path, Handler handler,
-                                                    HttpLimits limits) {
+Result<std::unique_ptr<HttpServer>> HttpServer::start(const std::string& path, Handler handler,
+                                                      HttpLimits limits) {
   auto server = DSEC_TRY(bind(path, limits));
   DSEC_TRY(server->serve(std::move(handler)));
   return server;
 }
 
-Status ApiServer::launch(ThreadStart setup) {
+Status HttpServer::launch(ThreadStart setup) {
   if (thread_.joinable() || stopped_) {
     return fail("the API thread runs already, or has stopped");
   }
@@ -173,8 +171,8 @@ Status ApiServer::launch(ThreadStart setup) {
   return ok();
 }
 
-Result<uint16_t> ApiServer::listen_on_tcp(const std::string& address, uint16_t port,
-                                          std::shared_ptr<const TransportFactory> tls) {
+Result<uint16_t> HttpServer::listen_on_tcp(const std::string& address, uint16_t port,
+                                           std::shared_ptr<const TransportFactory> tls) {
   if (tcp_listener_ || handler_ || stopped_) {
     return fail("the API listens on a TCP port already, or serves already");
   }
@@ -191,30 +189,30 @@ Result<uint16_t> ApiServer::listen_on_tcp(const std::string& address, uint16_t p
   return ntohs(reinterpret_cast<const sockaddr_in&>(bound).sin_port);
 }
 
-Status ApiServer::set_socket_mode(mode_t mode) const {
+Status HttpServer::set_socket_mode(mode_t mode) const {
   // Through an O_PATH descriptor checked to be our socket: chmod on the path would follow a
   // symbolic link swapped in by whoever can write the socket's directory.
   UniqueFd file(::open(path_.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (!file || ::fstat(file.get(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_ino != inode_) {
-    return fail("--api-sock " + path_ + " is no longer the socket this server made",
+    return fail(path_ + " is no longer the socket this server made",
                 "stop whatever replaced it, and start again");
   }
   const std::string proc_path = "/proc/self/fd/" + std::to_string(file.get());
   if (::chmod(proc_path.c_str(), mode) != 0) {
-    return fail_errno("--api-sock " + path_ + ": chmod", errno);
+    return fail_errno(path_ + ": chmod", errno);
   }
   return ok();
 }
 
-Status ApiServer::serve(Handler handler) {
+Status HttpServer::serve(Handler handler) {
   return serve_deferred(
       [handler = std::move(handler)](const HttpRequest& request, Responder respond) {
         respond(handler(request));
       });
 }
 
-Status ApiServer::serve_deferred(DeferredHandler handler) {
+Status HttpServer::serve_deferred(DeferredHandler handler) {
   if (handler_ || stopped_) {
     return fail("the API server serves already, or has stopped");
   }
@@ -237,7 +235,7 @@ Status ApiServer::serve_deferred(DeferredHandler handler) {
   return ok();
 }
 
-void ApiServer::run(const ThreadStart& setup) {
+void HttpServer::run(const ThreadStart& setup) {
   pthread_setname_np(pthread_self(), "dsec-api");
   if (setup) {
     if (auto set = setup(); !set) {
@@ -258,19 +256,19 @@ void ApiServer::run(const ThreadStart& setup) {
   }
 }
 
-ApiServer::ApiServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
-                     HttpLimits limits)
+HttpServer::HttpServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
+                       HttpLimits limits)
     : path_(std::move(path)),
       listener_(std::move(listener)),
       inode_(inode),
       loop_(std::move(loop)),
       limits_(limits) {}
 
-ApiServer::~ApiServer() {
+HttpServer::~HttpServer() {
   stop();
 }
 
-void ApiServer::stop() {
+void HttpServer::stop() {
   if (stopped_) {
     return;
   }
@@ -294,7 +292,7 @@ void ApiServer::stop() {
   }
 }
 
-void ApiServer::accept_clients(int listener) {
+void HttpServer::accept_clients(int listener) {
   while (true) {
     UniqueFd client(::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!client) {
@@ -318,8 +316,9 @@ void ApiServer::accept_clients(int listener) {
     }
     if (max_connections_per_caller_ < max_connections_) {
       const std::string key = caller->key();
-      const auto same = std::count_if(connections_.begin(), connections_.end(),
-                                      [&](const auto& kv) { return kv.second.caller.key() == key; });
+      const auto same =
+          std::count_if(connections_.begin(), connections_.end(),
+                        [&](const auto& kv) { return kv.second.caller.key() == key; });
       if (static_cast<size_t>(same) >= max_connections_per_caller_) {
         refused_.log("closed new connection(s) at once",
                      fmt::format("{} has {} connections already, its most", key, same));
@@ -347,7 +346,7 @@ void ApiServer::accept_clients(int listener) {
   }
 }
 
-void ApiServer::ThrottledLog::log(const std::string& what, const std::string& last) {
+void HttpServer::ThrottledLog::log(const std::string& what, const std::string& last) {
   ++count;
   const auto now = std::chrono::steady_clock::now();
   if (now - logged < std::chrono::seconds(5)) {
@@ -358,7 +357,7 @@ void ApiServer::ThrottledLog::log(const std::string& what, const std::string& la
   logged = now;
 }
 
-bool ApiServer::read_from(Connection& c) {
+bool HttpServer::read_from(Connection& c) {
   std::array<char, size_t{16} * 1024> buffer{};
   while (c.http->wants_input()) {
     const TransportIo io = c.transport->receive(buffer);
@@ -379,7 +378,7 @@ bool ApiServer::read_from(Connection& c) {
   return true;
 }
 
-bool ApiServer::write_to(Connection& c) {
+bool HttpServer::write_to(Connection& c) {
   while (!c.http->output().empty()) {
     const TransportIo io = c.transport->send(c.http->output());
     switch (io.kind) {
@@ -398,7 +397,7 @@ bool ApiServer::write_to(Connection& c) {
   return true;
 }
 
-void ApiServer::transport_failed(const Connection& c) {
+void HttpServer::transport_failed(const Connection& c) {
   const std::string why = c.transport->failure();
   if (why.empty()) {
     return;  // the client went away
@@ -413,7 +412,7 @@ void ApiServer::transport_failed(const Connection& c) {
                   fmt::format("{}: {}", c.caller.peer, why));
 }
 
-void ApiServer::serve(uint64_t id) {
+void HttpServer::serve(uint64_t id) {
   const auto it = connections_.find(id);
   if (it == connections_.end() || it->second.in_serve) {
     return;
@@ -426,7 +425,7 @@ void ApiServer::serve(uint64_t id) {
   }
 }
 
-void ApiServer::answer(uint64_t id, const HttpResponse& response) {
+void HttpServer::answer(uint64_t id, const HttpResponse& response) {
   const auto it = connections_.find(id);
   if (it == connections_.end()) {
     return;  // the client went away, or the server stopped
@@ -436,7 +435,7 @@ void ApiServer::answer(uint64_t id, const HttpResponse& response) {
   serve(id);  // from inside serve() for this connection, that serve() goes on
 }
 
-void ApiServer::serve_connection(uint64_t id, Connection& c) {
+void HttpServer::serve_connection(uint64_t id, Connection& c) {
   // Bytes a TLS session decrypted and holds are no event on the socket: while the connection
   // takes input and the session holds some, serve it again rather than wait for one.
   do {
@@ -448,7 +447,7 @@ void ApiServer::serve_connection(uint64_t id, Connection& c) {
   watch_connection(id, c);
 }
 
-bool ApiServer::serve_once(uint64_t id, Connection& c) {
+bool HttpServer::serve_once(uint64_t id, Connection& c) {
   if (!read_from(c)) {
     close_connection(id);
     return false;
@@ -479,7 +478,7 @@ bool ApiServer::serve_once(uint64_t id, Connection& c) {
   return true;
 }
 
-void ApiServer::watch_connection(uint64_t id, Connection& c) {
+void HttpServer::watch_connection(uint64_t id, Connection& c) {
   const uint32_t events = (c.http->wants_input() ? POLLIN : 0) |
                           (c.http->output().empty() ? 0 : POLLOUT) | c.transport->wanted_events();
   if (events == 0 && c.http->awaiting_response()) {
@@ -518,7 +517,7 @@ void ApiServer::watch_connection(uint64_t id, Connection& c) {
   c.events = events;
 }
 
-void ApiServer::close_connection(uint64_t id) {
+void HttpServer::close_connection(uint64_t id) {
   const auto it = connections_.find(id);
   if (it == connections_.end()) {
     return;
@@ -535,7 +534,7 @@ void ApiServer::close_connection(uint64_t id) {
   connections_.erase(it);
 }
 
-void ApiServer::keep_deadline(uint64_t id, Connection& c) {
+void HttpServer::keep_deadline(uint64_t id, Connection& c) {
   using Phase = HttpConnection::Phase;
   // A TLS handshake is part of the first request's headers: a client that stalls in it is
   // held no longer than one that stalls in its headers.
@@ -567,7 +566,7 @@ void ApiServer::keep_deadline(uint64_t id, Connection& c) {
   c.deadline = *timer;
 }
 
-void ApiServer::on_deadline(uint64_t id) {
+void HttpServer::on_deadline(uint64_t id) {
   const auto it = connections_.find(id);
   if (it == connections_.end()) {
     return;
@@ -595,10 +594,10 @@ void ApiServer::on_deadline(uint64_t id) {
       break;
   }
   // An idle client is routine; the others are worth a line.
-  spdlog::log(it->second.deadline_phase == Phase::kIdle ? spdlog::level::debug
-                                                        : spdlog::level::info,
-              "api: closing a client that {} {} ms", why, timeout.count());
+  spdlog::log(
+      it->second.deadline_phase == Phase::kIdle ? spdlog::level::debug : spdlog::level::info,
+      "api: closing a client that {} {} ms", why, timeout.count());
   close_connection(id);
 }
 
-}  // namespace dsec::api
+}  // namespace dsec::http

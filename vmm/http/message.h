@@ -1,6 +1,6 @@
-// An HTTP/1.1 request as the API sees it, and the response it answers with. Plain values:
-// http_connection turns bytes into requests and responses into bytes; router and the
-// endpoints only ever see these.
+// An HTTP/1.1 request as a handler sees it (the VMM's API, the pool daemon's), and the
+// response it answers with. Plain values: connection.h turns bytes into requests and
+// responses into bytes; router and the endpoints only ever see these.
 #pragma once
 
 #include <sys/types.h>
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace dsec::api {
+namespace dsec::http {
 
 enum class Method { kGet, kPut, kPatch, kPost, kDelete, kOther };
 
@@ -38,7 +38,7 @@ struct Caller {
   std::string key() const;
 };
 
-// Whether the client of a request answered later (ApiServer::serve_deferred) is still
+// Whether the client of a request answered later (HttpServer::serve_deferred) is still
 // there: the server marks it gone when the connection closes, or when the client ends its
 // side before its answer. Work done for the client alone (an exec) registers what stops it.
 // Any thread.
@@ -95,4 +95,4 @@ struct HttpResponse {
 // that is dropped unanswered leaves its client waiting until it hangs up.
 using Responder = std::move_only_function<void(HttpResponse)>;
 
-}  // namespace dsec::api
+}  // namespace dsec::http

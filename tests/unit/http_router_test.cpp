@@ -3,9 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "vmm/api/router.h"
+#include "vmm/http/router.h"
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 using ::testing::ElementsAre;
@@ -23,9 +23,9 @@ std::string fault_of(const HttpResponse& r) {
   return nlohmann::json::parse(r.body).at("fault_message").get<std::string>();
 }
 
-class ApiRouter : public ::testing::Test {
+class HttpRouter : public ::testing::Test {
  protected:
-  ApiRouter() {
+  HttpRouter() {
     router_.add(Method::kGet, "/", [this](const HttpRequest&, const std::vector<std::string>&) {
       calls_.push_back("GET /");
       return HttpResponse::no_content();
@@ -49,19 +49,19 @@ class ApiRouter : public ::testing::Test {
   std::vector<std::string> calls_;
 };
 
-TEST_F(ApiRouter, RoutesByMethodAndPath) {
+TEST_F(HttpRouter, RoutesByMethodAndPath) {
   EXPECT_EQ(router_.route(request(Method::kGet, "/")).status, 204);
   EXPECT_EQ(router_.route(request(Method::kPatch, "/vm")).status, 204);
   EXPECT_THAT(calls_, ElementsAre("GET /", "PATCH /vm"));
 }
 
-TEST_F(ApiRouter, AWildcardSegmentReachesTheHandler) {
+TEST_F(HttpRouter, AWildcardSegmentReachesTheHandler) {
   EXPECT_EQ(router_.route(request(Method::kPut, "/drives/rootfs")).status, 204);
   EXPECT_EQ(router_.route(request(Method::kPatch, "/drives/scratch")).status, 204);
   EXPECT_THAT(calls_, ElementsAre("PUT /drives/rootfs", "PATCH /drives/scratch"));
 }
 
-TEST_F(ApiRouter, AnUnknownPathIs404WithAFaultMessage) {
+TEST_F(HttpRouter, AnUnknownPathIs404WithAFaultMessage) {
   for (const char* path :
        {"/nope", "/vm/nope", "/drives", "/drives/a/b", "//vm", "/vm/", "vm", ""}) {
     const auto r = router_.route(request(Method::kGet, path));
@@ -71,7 +71,7 @@ TEST_F(ApiRouter, AnUnknownPathIs404WithAFaultMessage) {
   EXPECT_TRUE(calls_.empty());
 }
 
-TEST_F(ApiRouter, AKnownPathWithAnotherMethodIs405WithAllow) {
+TEST_F(HttpRouter, AKnownPathWithAnotherMethodIs405WithAllow) {
   const auto r = router_.route(request(Method::kGet, "/drives/x"));
   EXPECT_EQ(r.status, 405);
   EXPECT_THAT(fault_of(r), HasSubstr("GET /drives/x: method not allowed (allowed: PUT, PATCH)"));
@@ -83,7 +83,7 @@ TEST_F(ApiRouter, AKnownPathWithAnotherMethodIs405WithAllow) {
   EXPECT_TRUE(calls_.empty());
 }
 
-TEST_F(ApiRouter, ALaterRouteForTheSameMethodAndPathReplacesTheFirst) {
+TEST_F(HttpRouter, ALaterRouteForTheSameMethodAndPathReplacesTheFirst) {
   router_.add(Method::kGet, "/", [](const HttpRequest&, const std::vector<std::string>&) {
     return HttpResponse::json({{"new", true}});
   });
@@ -91,7 +91,7 @@ TEST_F(ApiRouter, ALaterRouteForTheSameMethodAndPathReplacesTheFirst) {
   EXPECT_TRUE(calls_.empty());
 }
 
-TEST_F(ApiRouter, ListsItsRoutesWithTheirPatternsInTheOrderAdded) {
+TEST_F(HttpRouter, ListsItsRoutesWithTheirPatternsInTheOrderAdded) {
   using Route = Router::RouteName;
   EXPECT_THAT(router_.routes(), ElementsAre(Route{Method::kGet, "/"}, Route{Method::kPatch, "/vm"},
                                             Route{Method::kPut, "/drives/{drive_id}"},
@@ -99,4 +99,4 @@ TEST_F(ApiRouter, ListsItsRoutesWithTheirPatternsInTheOrderAdded) {
 }
 
 }  // namespace
-}  // namespace dsec::api
+}  // namespace dsec::http

@@ -1,5 +1,5 @@
-// What an API connection's bytes travel through: the socket itself, or a TLS session over it
-// (vmm/tls). The server (api_server) reads and writes through this interface only, and makes
+// What an HTTP connection's bytes travel through: the socket itself, or a TLS session over it
+// (vmm/tls). The server (server.h) reads and writes through this interface only, and makes
 // a TCP connection's transport through a TransportFactory, so that HttpConnection and the
 // server's loop are the same for both, every TLS call lives in one module, and only the
 // programs that speak TLS (the pool daemon) link OpenSSL: never the VMM, which every
@@ -23,7 +23,7 @@
 
 #include "vmm/common/error.h"
 
-namespace dsec::api {
+namespace dsec::http {
 
 struct TransportIo {
   enum class Kind {
@@ -104,4 +104,4 @@ class PlainTransport final : public Transport {
   int fd_;  // the connection's, owned by the server
 };
 
-}  // namespace dsec::api
+}  // namespace dsec::http

@@ -17,11 +17,11 @@
 
 #include "tests/support/result_matchers.h"
 #include "tests/support/temp_dir.h"
-#include "vmm/api/api_client.h"
-#include "vmm/api/api_server.h"
+#include "vmm/http/client.h"
+#include "vmm/http/server.h"
 #include "vmm/io/unix_socket.h"
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -36,10 +36,10 @@ HttpLimits short_deadlines() {
                     .send_timeout = milliseconds(1500)};
 }
 
-class ApiServerDeadlines : public ::testing::Test {
+class HttpServerDeadlines : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = ApiServer::start(
+    auto server = HttpServer::start(
         socket_,
         [](const HttpRequest& r) {
           if (r.path == "/big") {
@@ -93,7 +93,7 @@ class ApiServerDeadlines : public ::testing::Test {
   }
 
   void expect_others_served() {
-    ApiClient client(socket_, std::chrono::seconds(5));
+    HttpClient client(socket_, std::chrono::seconds(5));
     const auto start = Clock::now();
     auto answer = client.get("/other");
     ASSERT_TRUE(answer) << answer.error().message();
@@ -105,10 +105,10 @@ class ApiServerDeadlines : public ::testing::Test {
 
   test::TempDir dir_;
   std::string socket_ = dir_.file("api.sock");
-  std::unique_ptr<ApiServer> server_;
+  std::unique_ptr<HttpServer> server_;
 };
 
-TEST_F(ApiServerDeadlines, AClientThatSendsNothingIsClosedAtTheIdleTimeout) {
+TEST_F(HttpServerDeadlines, AClientThatSendsNothingIsClosedAtTheIdleTimeout) {
   const auto start = Clock::now();
   const UniqueFd idle = connect();
   expect_others_served();
@@ -118,21 +118,21 @@ TEST_F(ApiServerDeadlines, AClientThatSendsNothingIsClosedAtTheIdleTimeout) {
   EXPECT_LT(lived, milliseconds(3000));
 }
 
-TEST_F(ApiServerDeadlines, HeadersSentAByteAtATimeAreCutOffAtTheHeaderTimeout) {
+TEST_F(HttpServerDeadlines, HeadersSentAByteAtATimeAreCutOffAtTheHeaderTimeout) {
   const UniqueFd slow = connect();
   std::thread other([this] {
     std::this_thread::sleep_for(milliseconds(200));
     expect_others_served();
   });
   // Each byte comes well within the idle timeout: only the header deadline can end it.
-  const auto lived = trickle(slow, "GET /slow HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(100, 'p'),
-                             milliseconds(50));
+  const auto lived = trickle(
+      slow, "GET /slow HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(100, 'p'), milliseconds(50));
   other.join();
   EXPECT_GE(lived, milliseconds(1450));
   EXPECT_LT(lived, milliseconds(4000)) << "the headers should have been cut off at 1500 ms";
 }
 
-TEST_F(ApiServerDeadlines, ABodySlowerThanTheMinimumRateIsCutOffAndOneInTimeIsAnswered) {
+TEST_F(HttpServerDeadlines, ABodySlowerThanTheMinimumRateIsCutOffAndOneInTimeIsAnswered) {
   // 2000 bytes announced at 1024 B/s minimum: 1500 ms + about 1950 ms.
   const std::string head = "PUT /body HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n";
   const UniqueFd slow = connect();
@@ -143,15 +143,16 @@ TEST_F(ApiServerDeadlines, ABodySlowerThanTheMinimumRateIsCutOffAndOneInTimeIsAn
   EXPECT_LT(lived, milliseconds(7000));
 
   const UniqueFd in_time = connect();
-  const std::string whole = "PUT /body HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                            "Content-Length: 2000\r\n\r\n" +
-                            std::string(2000, 'b');
+  const std::string whole =
+      "PUT /body HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+      "Content-Length: 2000\r\n\r\n" +
+      std::string(2000, 'b');
   ASSERT_EQ(::send(in_time.get(), whole.data(), whole.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(whole.size()));
   EXPECT_NE(wait_for_hang_up(in_time).find(R"("body":2000)"), std::string::npos);
 }
 
-TEST_F(ApiServerDeadlines, AClientThatReadsNoneOfItsAnswerIsClosedAtTheSendTimeout) {
+TEST_F(HttpServerDeadlines, AClientThatReadsNoneOfItsAnswerIsClosedAtTheSendTimeout) {
   const UniqueFd reader = connect();
   const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(::send(reader.get(), request.data(), request.size(), MSG_NOSIGNAL),
@@ -162,7 +163,7 @@ TEST_F(ApiServerDeadlines, AClientThatReadsNoneOfItsAnswerIsClosedAtTheSendTimeo
   EXPECT_LT(got.size(), size_t{8} << 20) << "the server should have given up on the answer";
 }
 
-TEST_F(ApiServerDeadlines, AClientThatReadsItsAnswerSlowlyButSteadilyGetsAllOfIt) {
+TEST_F(HttpServerDeadlines, AClientThatReadsItsAnswerSlowlyButSteadilyGetsAllOfIt) {
   const UniqueFd reader = connect();
   const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(::send(reader.get(), request.data(), request.size(), MSG_NOSIGNAL),
@@ -185,10 +186,10 @@ TEST_F(ApiServerDeadlines, AClientThatReadsItsAnswerSlowlyButSteadilyGetsAllOfIt
 
 // One caller's connections fill its own share, not every place: another caller still gets
 // through (a uid of its own, in a child that drops to it; that part needs root).
-TEST(ApiServerCallerCap, OneCallersConnectionsPastItsCapAreClosedAndAnotherCallerServed) {
+TEST(HttpServerCallerCap, OneCallersConnectionsPastItsCapAreClosedAndAnotherCallerServed) {
   test::TempDir dir;
   const std::string socket = dir.file("api.sock");
-  ASSERT_OK_AND_ASSIGN(auto server, ApiServer::bind(socket));
+  ASSERT_OK_AND_ASSIGN(auto server, HttpServer::bind(socket));
   server->set_max_connections(8);
   server->set_max_connections_per_caller(4);
   ASSERT_OK(server->serve([](const HttpRequest& r) {
@@ -211,7 +212,7 @@ TEST(ApiServerCallerCap, OneCallersConnectionsPastItsCapAreClosedAndAnotherCalle
   EXPECT_EQ(::recv(fifth->get(), &byte, 1, 0), 0) << "closed at once: its caller has 4";
   held.pop_back();
   // A place freed is its again, once the server saw the close.
-  ApiClient same(socket, std::chrono::seconds(5));
+  HttpClient same(socket, std::chrono::seconds(5));
   auto mine = same.get("/x");
   for (int tries = 0; !mine && tries < 50; ++tries) {
     std::this_thread::sleep_for(milliseconds(100));
@@ -230,7 +231,7 @@ TEST(ApiServerCallerCap, OneCallersConnectionsPastItsCapAreClosedAndAnotherCalle
     if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) {
       ::_exit(3);
     }
-    ApiClient other(socket, std::chrono::seconds(5));
+    HttpClient other(socket, std::chrono::seconds(5));
     const auto answer = other.get("/x");
     ::_exit(answer && answer->at("caller") == "uid:65534" ? 0 : 1);
   }
@@ -242,4 +243,4 @@ TEST(ApiServerCallerCap, OneCallersConnectionsPastItsCapAreClosedAndAnotherCalle
 }
 
 }  // namespace
-}  // namespace dsec::api
+}  // namespace dsec::http

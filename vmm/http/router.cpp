@@ -1,11 +1,11 @@
-#include "vmm/api/router.h"
+#include "vmm/http/router.h"
 
 #include <fmt/format.h>
 
 #include <memory>
 #include <optional>
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 bool is_wildcard(std::string_view segment) {
@@ -115,4 +115,4 @@ void Router::route(const HttpRequest& request, Responder respond) const {
   respond(std::move(response));
 }
 
-}  // namespace dsec::api
+}  // namespace dsec::http

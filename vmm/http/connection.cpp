@@ -1,11 +1,11 @@
-#include "vmm/api/http_connection.h"
+#include "vmm/http/connection.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 HttpConnection& connection_of(http_parser* parser) {
@@ -313,4 +313,4 @@ int HttpConnection::on_message_complete(http_parser* parser) {
   return 0;
 }
 
-}  // namespace dsec::api
+}  // namespace dsec::http

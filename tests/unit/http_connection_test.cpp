@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "vmm/api/http_connection.h"
+#include "vmm/http/connection.h"
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 using ::testing::HasSubstr;
@@ -32,7 +32,7 @@ std::vector<HttpRequest> drain(HttpConnection& c) {
   return requests;
 }
 
-TEST(ApiHttpConnection, ParsesARequestWithABody) {
+TEST(HttpConnection, ParsesARequestWithABody) {
   HttpConnection c;
   c.receive(
       "PUT /snapshot/create HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
@@ -55,7 +55,7 @@ TEST(ApiHttpConnection, ParsesARequestWithABody) {
 }
 
 // The phases the server's deadlines follow, and the time each allows.
-TEST(ApiHttpConnection, PhasesFollowTheRequestFromItsFirstByteToItsAnswersLastByte) {
+TEST(HttpConnection, PhasesFollowTheRequestFromItsFirstByteToItsAnswersLastByte) {
   using Phase = HttpConnection::Phase;
   using std::chrono::milliseconds;
   HttpConnection c(HttpLimits{.max_body_bytes = 4096,
@@ -90,7 +90,7 @@ TEST(ApiHttpConnection, PhasesFollowTheRequestFromItsFirstByteToItsAnswersLastBy
   EXPECT_EQ(c.phase_timeout(), milliseconds(300 + 4096));
 }
 
-TEST(ApiHttpConnection, ARequestSplitAcrossManyReadsIsParsedWhenWhole) {
+TEST(HttpConnection, ARequestSplitAcrossManyReadsIsParsedWhenWhole) {
   const std::string request =
       "PATCH /vm HTTP/1.1\r\nHost: x\r\nContent-Length: 18\r\n\r\n{\"state\":\"Paused\"}";
   HttpConnection c;
@@ -105,7 +105,7 @@ TEST(ApiHttpConnection, ARequestSplitAcrossManyReadsIsParsedWhenWhole) {
   EXPECT_EQ(r->body, "{\"state\":\"Paused\"}");
 }
 
-TEST(ApiHttpConnection, PipelinedRequestsComeOneAtATimeAndAreAnsweredInOrder) {
+TEST(HttpConnection, PipelinedRequestsComeOneAtATimeAndAreAnsweredInOrder) {
   HttpConnection c;
   c.receive(
       "GET / HTTP/1.1\r\n\r\nGET /vm/config HTTP/1.1\r\n\r\n"
@@ -135,7 +135,7 @@ TEST(ApiHttpConnection, PipelinedRequestsComeOneAtATimeAndAreAnsweredInOrder) {
   EXPECT_LT(two, three);
 }
 
-TEST(ApiHttpConnection, ConnectionCloseAndHttp10EndTheConnectionAfterTheAnswer) {
+TEST(HttpConnection, ConnectionCloseAndHttp10EndTheConnectionAfterTheAnswer) {
   for (const char* request :
        {"GET / HTTP/1.1\r\nConnection: close\r\n\r\n", "GET / HTTP/1.0\r\n\r\n"}) {
     HttpConnection c;
@@ -151,7 +151,7 @@ TEST(ApiHttpConnection, ConnectionCloseAndHttp10EndTheConnectionAfterTheAnswer) 
   }
 }
 
-TEST(ApiHttpConnection, Http10KeepAliveStaysOpen) {
+TEST(HttpConnection, Http10KeepAliveStaysOpen) {
   HttpConnection c;
   c.receive("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
   auto r = c.next_request();
@@ -162,7 +162,7 @@ TEST(ApiHttpConnection, Http10KeepAliveStaysOpen) {
   EXPECT_FALSE(c.finished());
 }
 
-TEST(ApiHttpConnection, AMalformedRequestLineIsAnswered400AndClosesTheConnection) {
+TEST(HttpConnection, AMalformedRequestLineIsAnswered400AndClosesTheConnection) {
   for (const char* bad :
        {"GARBAGE\r\n\r\n", "GET\r\n\r\n", "GET / FOO/1.1\r\n\r\n",
         "GET / HTTP/1.1\r\nNo colon here\r\n\r\n", "\x01\x02\x03 / HTTP/1.1\r\n"}) {
@@ -178,7 +178,7 @@ TEST(ApiHttpConnection, AMalformedRequestLineIsAnswered400AndClosesTheConnection
   }
 }
 
-TEST(ApiHttpConnection, OversizedHeadersAreRefused) {
+TEST(HttpConnection, OversizedHeadersAreRefused) {
   HttpLimits limits;
   limits.max_header_bytes = 1024;
   HttpConnection c(limits);
@@ -188,7 +188,7 @@ TEST(ApiHttpConnection, OversizedHeadersAreRefused) {
   EXPECT_TRUE(c.finished());
 }
 
-TEST(ApiHttpConnection, TooManyHeadersAreRefused) {
+TEST(HttpConnection, TooManyHeadersAreRefused) {
   HttpConnection c;
   std::string request = "GET / HTTP/1.1\r\n";
   for (int i = 0; i < 100; ++i) {
@@ -199,7 +199,7 @@ TEST(ApiHttpConnection, TooManyHeadersAreRefused) {
   EXPECT_THAT(take_output(c), HasSubstr("more than 64 headers"));
 }
 
-TEST(ApiHttpConnection, ABodyOverTheLimitIsRefusedBeforeItArrives) {
+TEST(HttpConnection, ABodyOverTheLimitIsRefusedBeforeItArrives) {
   HttpConnection c;  // 64 KiB
   c.receive("PUT /x HTTP/1.1\r\nContent-Length: 65537\r\n\r\n");
   EXPECT_FALSE(c.next_request());
@@ -207,7 +207,7 @@ TEST(ApiHttpConnection, ABodyOverTheLimitIsRefusedBeforeItArrives) {
   EXPECT_TRUE(c.finished());
 }
 
-TEST(ApiHttpConnection, AChunkedBodyOverTheLimitIsRefused) {
+TEST(HttpConnection, AChunkedBodyOverTheLimitIsRefused) {
   HttpLimits limits;
   limits.max_body_bytes = 10;
   HttpConnection c(limits);
@@ -218,7 +218,7 @@ TEST(ApiHttpConnection, AChunkedBodyOverTheLimitIsRefused) {
   EXPECT_THAT(take_output(c), HasSubstr("body is larger than 10 bytes"));
 }
 
-TEST(ApiHttpConnection, AChunkedBodyWithinTheLimitIsWhole) {
+TEST(HttpConnection, AChunkedBodyWithinTheLimitIsWhole) {
   HttpConnection c;
   c.receive(
       "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
@@ -227,7 +227,7 @@ TEST(ApiHttpConnection, AChunkedBodyWithinTheLimitIsWhole) {
   EXPECT_EQ(r->body, "abcde");
 }
 
-TEST(ApiHttpConnection, QueryStringsUpgradesAndOtherHttpVersionsAreRefused) {
+TEST(HttpConnection, QueryStringsUpgradesAndOtherHttpVersionsAreRefused) {
   for (const auto& [request, why] : std::vector<std::pair<std::string, std::string>>{
            {"GET /vm?x=1 HTTP/1.1\r\n\r\n", "query strings"},
            {"CONNECT host:1 HTTP/1.1\r\n\r\n", "upgrades"},
@@ -241,7 +241,7 @@ TEST(ApiHttpConnection, QueryStringsUpgradesAndOtherHttpVersionsAreRefused) {
   }
 }
 
-TEST(ApiHttpConnection, AbsoluteUrlsGiveTheirPath) {
+TEST(HttpConnection, AbsoluteUrlsGiveTheirPath) {
   HttpConnection c;
   c.receive("GET http://localhost/vm/config HTTP/1.1\r\n\r\n");
   auto r = c.next_request();
@@ -249,7 +249,7 @@ TEST(ApiHttpConnection, AbsoluteUrlsGiveTheirPath) {
   EXPECT_EQ(r->path, "/vm/config");
 }
 
-TEST(ApiHttpConnection, ExpectContinueGetsA100BeforeTheBody) {
+TEST(HttpConnection, ExpectContinueGetsA100BeforeTheBody) {
   HttpConnection c;
   c.receive("PUT /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
   EXPECT_FALSE(c.next_request());
@@ -260,7 +260,7 @@ TEST(ApiHttpConnection, ExpectContinueGetsA100BeforeTheBody) {
   EXPECT_EQ(r->body, "{}");
 }
 
-TEST(ApiHttpConnection, HeadGetsTheHeadersWithoutTheBody) {
+TEST(HttpConnection, HeadGetsTheHeadersWithoutTheBody) {
   HttpConnection c;
   c.receive("HEAD / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n");
   auto head = c.next_request();
@@ -272,7 +272,7 @@ TEST(ApiHttpConnection, HeadGetsTheHeadersWithoutTheBody) {
   EXPECT_TRUE(c.next_request()) << "the connection goes on after a HEAD";
 }
 
-TEST(ApiHttpConnection, AClientThatDoesNotReadStopsBeingRead) {
+TEST(HttpConnection, AClientThatDoesNotReadStopsBeingRead) {
   HttpLimits limits;
   limits.max_pending_bytes = 4096;
   HttpConnection c(limits);
@@ -305,7 +305,7 @@ TEST(ApiHttpConnection, AClientThatDoesNotReadStopsBeingRead) {
   EXPECT_TRUE(c.wants_input());
 }
 
-TEST(ApiHttpConnection, EndOfInputAnswersWhatCameThenCloses) {
+TEST(HttpConnection, EndOfInputAnswersWhatCameThenCloses) {
   HttpConnection c;
   c.receive("GET / HTTP/1.1\r\n\r\nGET /vm HTTP/1.1\r\n\r\nGET /partial HT");
   c.receive_eof();
@@ -317,7 +317,7 @@ TEST(ApiHttpConnection, EndOfInputAnswersWhatCameThenCloses) {
   EXPECT_TRUE(c.finished()) << "a part of a request is dropped with the connection";
 }
 
-TEST(ApiHttpConnection, NothingMoreIsReadAfterARefusal) {
+TEST(HttpConnection, NothingMoreIsReadAfterARefusal) {
   HttpConnection c;
   c.receive("BAD\r\n\r\n");
   EXPECT_FALSE(c.next_request());
@@ -326,4 +326,4 @@ TEST(ApiHttpConnection, NothingMoreIsReadAfterARefusal) {
 }
 
 }  // namespace
-}  // namespace dsec::api
+}  // namespace dsec::http

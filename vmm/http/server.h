@@ -1,6 +1,7 @@
-// The API's Unix socket: one thread of its own ("dsec-api") runs an io_uring event loop
-// that accepts clients and serves every connection (http_connection), one request at a
-// time per connection, in the order they came. No thread per connection.
+// The HTTP server of the VMM's API and of the pool daemon, on a Unix socket (and a TCP port
+// if asked): one thread of its own ("dsec-api") runs an io_uring event loop that accepts
+// clients and serves every connection (connection.h), one request at a time per
+// connection, in the order they came. No thread per connection.
 //
 // The handler runs on that thread. It may block (a snapshot writes the VM's memory): the
 // API then answers nothing else meanwhile, as Firecracker's API thread does. It is never
@@ -23,15 +24,15 @@
 #include <string>
 #include <thread>
 
-#include "vmm/api/http_connection.h"
-#include "vmm/api/transport.h"
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/http/connection.h"
+#include "vmm/http/transport.h"
 #include "vmm/io/event_loop.h"
 
-namespace dsec::api {
+namespace dsec::http {
 
-class ApiServer {
+class HttpServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
   using DeferredHandler = std::function<void(const HttpRequest&, Responder)>;
@@ -42,10 +43,10 @@ class ApiServer {
   // Creates the socket at `path` (owner-only permissions); clients that connect wait
   // until serve(). A socket file left by a VMM that is gone is replaced; one a live
   // process answers on, or any other file, is refused.
-  static Result<std::unique_ptr<ApiServer>> bind(const std::string& path, HttpLimits limits = {});
+  static Result<std::unique_ptr<HttpServer>> bind(const std::string& path, HttpLimits limits = {});
   // bind(), then serve().
-  static Result<std::unique_ptr<ApiServer>> start(const std::string& path, Handler handler,
-                                                  HttpLimits limits = {});
+  static Result<std::unique_ptr<HttpServer>> start(const std::string& path, Handler handler,
+                                                   HttpLimits limits = {});
   // Starts the API thread, "dsec-api", which calls `setup` first (its seccomp filter goes
   // in there; if that fails, it logs why and serves nothing) and then waits until serve()
   // or stop(). A command launches it before its VM runs, so that no thread starts once
@@ -76,10 +77,10 @@ class ApiServer {
   // Changes the socket file's mode (bind() makes it owner-only): the file this server
   // made, never whatever another process may have put at its path since.
   Status set_socket_mode(mode_t mode) const;
-  ApiServer(const ApiServer&) = delete;
-  ApiServer& operator=(const ApiServer&) = delete;
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
   // stop().
-  ~ApiServer();
+  ~HttpServer();
 
   // Stops the thread (after the request it is answering, if any), closes every
   // connection and removes the socket file. Idempotent; not from the handler.
@@ -101,7 +102,7 @@ class ApiServer {
     // The client of the request whose answer is awaited: marked gone if the connection
     // closes, or the client ends its side, first.
     std::shared_ptr<ClientPresence> awaited_client;
-    Caller caller;          // who connected, read at accept
+    Caller caller;  // who connected, read at accept
     // Its deadline (HttpLimits' timeouts): the phase it was armed for, and whether bytes
     // went out since (a client that reads its answer earns more time).
     std::optional<io::TimerId> deadline;
@@ -109,8 +110,8 @@ class ApiServer {
     bool sent_since_armed = false;
   };
 
-  ApiServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
-            HttpLimits limits);
+  HttpServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
+             HttpLimits limits);
   // The API thread: `setup`, then waits for serve() and runs the loop.
   void run(const ThreadStart& setup);
   void accept_clients(int listener);
@@ -163,4 +164,4 @@ class ApiServer {
   std::thread thread_;     // last: it uses everything above
 };
 
-}  // namespace dsec::api
+}  // namespace dsec::http

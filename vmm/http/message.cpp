@@ -1,8 +1,8 @@
-#include "vmm/api/http_message.h"
+#include "vmm/http/message.h"
 
 #include <fmt/format.h>
 
-namespace dsec::api {
+namespace dsec::http {
 namespace {
 
 std::string_view reason_phrase(int status) {
@@ -154,4 +154,4 @@ std::string Caller::key() const {
   return {};
 }
 
-}  // namespace dsec::api
+}  // namespace dsec::http

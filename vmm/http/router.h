@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "vmm/api/http_message.h"
+#include "vmm/http/message.h"
 
-namespace dsec::api {
+namespace dsec::http {
 
 class Router {
  public:
@@ -20,7 +20,7 @@ class Router {
   using Handler =
       std::function<HttpResponse(const HttpRequest& request, const std::vector<std::string>& args)>;
 
-  // One that answers through its Responder, now or later (ApiServer::serve_deferred).
+  // One that answers through its Responder, now or later (HttpServer::serve_deferred).
   using DeferredHandler = std::function<void(
       const HttpRequest& request, const std::vector<std::string>& args, Responder respond)>;
 
@@ -55,4 +55,4 @@ class Router {
   std::vector<Route> routes_;
 };
 
-}  // namespace dsec::api
+}  // namespace dsec::http
