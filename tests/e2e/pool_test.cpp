@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/eventually.h"
 #include "tests/support/file_text.h"
+#include "tests/support/pool_clone_probe.h"
 #include "tests/support/warm_image.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/http/client.h"
@@ -85,8 +87,12 @@ class PoolDaemon {
     }
     return eventually([&] { return request("GET", "/images").status == 200; }, 60s);
   }
-  // Sends `signo` and reaps the daemon; its exit status.
+  // Sends `signo` and reaps the daemon; its exit status. In a test that failed so far, its
+  // clones first get the wake-up probe (pool_clone_probe.h).
   int stop(int signo) {
+    if (::testing::Test::HasFailure()) {
+      std::cout << probe_pool_clones(state_dir_);
+    }
     ::kill(pid_, signo);
     int status = 0;
     ::waitpid(pid_, &status, 0);

@@ -14,8 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include <iostream>
+
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
+#include "tests/support/pool_clone_probe.h"
 #include "vmm/http/client.h"
 
 extern char** environ;
@@ -28,6 +33,7 @@ class PoolDaemon {
   // stderr in DIR/daemon.log.
   explicit PoolDaemon(const std::filesystem::path& dir, std::vector<std::string> extra = {})
       : socket_((dir / "pool.sock").string()),
+        state_dir_((dir / "state").string()),
         log_(dir / "daemon.log"),
         image_dir_(dir / "state" / "images") {
     std::vector<std::string> args = {kVmmBinary, "pool", "--state-dir", (dir / "state").string(),
@@ -65,10 +71,14 @@ class PoolDaemon {
     }
     return false;
   }
-  // Sends `signo` and reaps it; its wait status (0 if it was not running).
+  // Sends `signo` and reaps it; its wait status (0 if it was not running). In a test that
+  // failed so far, its clones first get the wake-up probe (pool_clone_probe.h).
   int stop(int signo) {
     int status = 0;
     if (pid_ > 0) {
+      if (::testing::Test::HasFailure()) {
+        std::cout << probe_pool_clones(state_dir_);
+      }
       ::kill(pid_, signo);
       ::waitpid(pid_, &status, 0);
       pid_ = -1;
@@ -77,6 +87,7 @@ class PoolDaemon {
   }
 
   const std::string& socket() const { return socket_; }
+  const std::string& state_dir() const { return state_dir_; }
   pid_t pid() const { return pid_; }
   std::string log() const { return file_text(log_); }
   // Its image store: the default, STATE_DIR/images.
@@ -84,6 +95,7 @@ class PoolDaemon {
 
  private:
   std::string socket_;
+  std::string state_dir_;
   std::filesystem::path log_;
   std::filesystem::path image_dir_;
   pid_t pid_ = -1;
