@@ -6,18 +6,22 @@
 // default), so every other test shows that the allow lists hold what a VMM needs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/warm_image.h"
 #include "vmm/api/vm_control.h"
 #include "vmm/http/client.h"
@@ -163,32 +167,55 @@ TEST_F(SeccompTest, AWarmWhoseStdoutIsDevNullEndsWell) {
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(out) / "state")) << warm.describe();
 }
 
-TEST_F(SeccompTest, ServesApiThreadTakesItsFilterWithTheSnapshotItLoads) {
-  const WarmImage& image = shared_warm_image({"--vcpus", "2", "--memory", "256"});
-  ASSERT_TRUE(image.failure.empty()) << image.failure;
-  const std::string socket = local_path("dsec-seccomp-load.api");
-  // Before a load the API thread has no VM to serve, and no filter yet.
+// `serve`'s API thread parses every request of its caller, so its filter goes in at its
+// start, before the first request, on a VMM that has no VM yet: the main thread builds the
+// VM a boot or a load asks for (the API tests boot and load through such a thread).
+TEST_F(SeccompTest, ServesApiThreadIsFilteredBeforeItsFirstRequest) {
+  const std::string socket = local_path("dsec-seccomp-serve.api");
+  expect_violation_alone(vmm_with_selftest("api", {"serve", "--api-sock", socket}), "dsec-api",
+                         "api");
+}
+
+// PUT /logger on a VMM with no VM yet is served by the filtered API thread: a directory
+// that does not exist is the caller's mistake (an error), not a forbidden mkdir that ends
+// the VMM, and a file in one that does is opened for appending and written.
+TEST_F(SeccompTest, ServesFilteredApiThreadConfiguresTheLogBeforeABoot) {
+  TempDir dir("/run");
+  const std::string socket = dir.file("api").string();
+  const std::string pid_file = dir.file("pid").string();
   auto serving = std::async(std::launch::async, [&] {
-    return vmm_with_selftest("api", {"serve", "--api-sock", socket});
+    return run_process({"sh", "-c", "echo $$ > \"$0\"; exec \"$1\" serve --api-sock \"$2\"",
+                        pid_file, kVmmBinary, socket},
+                       120s);
   });
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (!std::filesystem::exists(socket) && std::chrono::steady_clock::now() < deadline &&
          serving.wait_for(100ms) == std::future_status::timeout) {
   }
   ASSERT_TRUE(std::filesystem::exists(socket)) << serving.get().describe();
-  const http::HttpClient client = api::vmm_api_client(socket, 120s);
+  const http::HttpClient client = api::vmm_api_client(socket, 30s);
+  const Status missing =
+      client.send("PUT", "/logger", {{"log_path", dir.file("no-such-dir/vmm.log").string()}});
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_THAT(missing.error().message(), HasSubstr("is not a directory"));
+  const std::string log = dir.file("vmm.log").string();
+  const Status configured = client.send("PUT", "/logger", {{"log_path", log}, {"level", "Info"}});
+  EXPECT_TRUE(configured.has_value()) << configured.error().message();
   const auto info = client.get("/");
   ASSERT_TRUE(info) << info.error().message();
   EXPECT_EQ(info->value("state", ""), "Not started");
-  // The load answers no more: the API thread ends the VMM as it takes its filter.
-  static_cast<void>(
-      client.send("PUT", "/snapshot/load",
-                  {{"snapshot_path", (image.dir / "state").string()},
-                   {"mem_backend",
-                    {{"backend_type", "File"}, {"backend_path", (image.dir / "memory").string()}}},
-                   {"vsock_override", {{"uds_path", local_path("dsec-seccomp-load.vsock")}}},
-                   {"resume_vm", true}}));
-  expect_violation_alone(serving.get(), "dsec-api", "api");
+
+  std::ifstream pid_in(pid_file);
+  pid_t pid = 0;
+  ASSERT_TRUE(pid_in >> pid) << "no pid in " << pid_file;
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  const ProcessOutput vmm = serving.get();
+  EXPECT_EQ(vmm.exit_status, 0) << vmm.describe();
+  EXPECT_THAT(vmm.err, Not(HasSubstr("seccomp"))) << vmm.describe();
+  std::ifstream log_in(log);
+  std::stringstream written;
+  written << log_in.rdbuf();
+  EXPECT_THAT(written.str(), HasSubstr("log: to stderr and " + log));
 }
 
 TEST_F(SeccompTest, LogAndOffLetTheForbiddenCallThroughAndTheGuestRunsToItsEnd) {

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "vmm/machine/clone_sync.h"
-#include "vmm/seccomp/role.h"
 
 namespace dsec::api {
 
@@ -76,41 +75,94 @@ Status MachineBackend::check_fresh() const {
   return ok();
 }
 
+namespace {
+
+// Starts a VM that a boot or a load just built.
+Result<std::unique_ptr<machine::Machine>> started(
+    Result<std::unique_ptr<machine::Machine>> built) {
+  if (!built) {
+    return built;
+  }
+  if (auto running = (*built)->start(); !running) {
+    return std::unexpected(running.error().with_context("starting the VM"));
+  }
+  return built;
+}
+
+}  // namespace
+
 Status MachineBackend::load_snapshot(const SnapshotLoadRequest& request) {
   DSEC_TRY(check_fresh());
   const auto overrides = DSEC_TRY(restore_overrides(request));
-  auto vm = machine::Machine::restore(request.snapshot_path, request.mem_file_path, overrides,
-                                      settings_.host, /*paused=*/!request.resume_vm);
-  if (!vm) {
-    return std::unexpected(vm.error().with_context("snapshot load"));
-  }
-  if (auto started = (*vm)->start(); !started) {
-    return std::unexpected(started.error().with_context("snapshot load: starting the VM"));
-  }
-  machine::Machine& loaded = **vm;
-  DSEC_TRY(adopt(std::move(*vm), /*clone=*/true, "snapshot load"));
+  DSEC_TRY(build_and_adopt(
+      [&request, &overrides, &host = settings_.host] {
+        return started(machine::Machine::restore(request.snapshot_path, request.mem_file_path,
+                                                 overrides, host,
+                                                 /*paused=*/!request.resume_vm));
+      },
+      /*clone=*/true, "snapshot load"));
   spdlog::info("api: snapshot {} loaded ({})", request.snapshot_path,
                request.resume_vm ? "running" : "paused");
-  return request.resume_vm ? sync_clone_once(loaded) : ok();
+  machine::Machine* loaded = vm();
+  return request.resume_vm && loaded != nullptr ? sync_clone_once(*loaded) : ok();
 }
 
 Status MachineBackend::boot(const machine::MachineConfig& guest) {
   DSEC_TRY(check_fresh());
   machine::MachineConfig config = guest;
   machine::take_host_settings(config, settings_.host);
-  auto vm = machine::Machine::create(config);
-  if (!vm) {
-    return std::unexpected(vm.error().with_context("InstanceStart"));
-  }
-  if (auto started = (*vm)->start(); !started) {
-    return std::unexpected(started.error().with_context("InstanceStart: starting the VM"));
-  }
-  DSEC_TRY(adopt(std::move(*vm), /*clone=*/false, "InstanceStart"));
+  DSEC_TRY(build_and_adopt([&config] { return started(machine::Machine::create(config)); },
+                           /*clone=*/false, "InstanceStart"));
   spdlog::info("api: the VM started ({} vCPUs, {} MiB)", config.vcpus, config.memory_mib);
   return ok();
 }
 
-Status MachineBackend::adopt(std::unique_ptr<machine::Machine> vm, bool clone, const char* what) {
+Status MachineBackend::build_and_adopt(Build build, bool clone, const char* what) {
+  std::unique_lock lock(mutex_);
+  if (vm_ != nullptr || stopping_ || pending_build_) {
+    return fail(std::string(what) + ": " +
+                (stopping_ ? "the VMM is stopping" : "this VMM already has a VM"));
+  }
+  // The build refers to this thread's request: it waits here until the build ran.
+  pending_build_ = std::move(build);
+  pending_clone_ = clone;
+  build_outcome_.reset();
+  changed_.notify_all();
+  changed_.wait(lock, [this] { return build_outcome_.has_value(); });
+  std::optional<Status> taken;
+  taken.swap(build_outcome_);
+  const Status outcome = taken.value_or(fail("the build left no outcome"));
+  if (!outcome) {
+    return std::unexpected(outcome.error().with_context(what));
+  }
+  return ok();
+}
+
+machine::Machine* MachineBackend::run_builds() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return static_cast<bool>(pending_build_) || stopping_; });
+    if (!pending_build_) {
+      return vm_;
+    }
+    Build build = std::move(pending_build_);
+    pending_build_ = nullptr;
+    const bool clone = pending_clone_;
+    building_ = true;
+    lock.unlock();
+    auto vm = build();
+    const Status outcome = vm ? adopt(std::move(*vm), clone) : Status(std::unexpected(vm.error()));
+    lock.lock();
+    building_ = false;
+    build_outcome_ = outcome;
+    changed_.notify_all();
+    if (vm_ != nullptr) {
+      return vm_;
+    }
+  }
+}
+
+Status MachineBackend::adopt(std::unique_ptr<machine::Machine> vm, bool clone) {
   machine::Machine* started = vm.get();
   bool stopping = false;
   {
@@ -121,11 +173,6 @@ Status MachineBackend::adopt(std::unique_ptr<machine::Machine> vm, bool clone, c
     stopping = stopping_;
   }
   changed_.notify_all();
-  // Building the VM was this thread's set-up; from here on it serves a running guest's VMM
-  // under the API role's filter.
-  if (auto filtered = started->install_thread_filter(seccomp::Role::kApi); !filtered) {
-    return std::unexpected(filtered.error().with_context(what));
-  }
   if (stopping) {
     started->stop("the VMM is stopping");
     return fail("the VMM is stopping");
@@ -213,18 +260,18 @@ Status MachineBackend::sync_clone_once(machine::Machine& vm) {
   return ok();
 }
 
-machine::Machine* MachineBackend::wait_for_vm() {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return vm_ != nullptr || stopping_; });
-  return vm_;
-}
-
 void MachineBackend::stop(const std::string& why) {
   machine::Machine* vm = nullptr;
   {
     const std::lock_guard lock(mutex_);
     stopping_ = true;
     vm = vm_;
+    // A build not taken yet will not be: run_builds() returns once it sees stopping_, and
+    // its caller may have gone. The request waiting for it is answered now.
+    if (pending_build_ && !building_) {
+      pending_build_ = nullptr;
+      build_outcome_ = fail("the VMM is stopping");
+    }
   }
   changed_.notify_all();
   if (vm != nullptr) {

@@ -2,7 +2,11 @@
 // (`run --api-sock`, `restore --api-sock`), or, on a fresh VMM (`serve --api-sock`), the
 // one InstanceStart boots or PUT /snapshot/load restores, and starts.
 //
-// Its calls come from the API thread; wait_for_vm() and stop_waiting() from others.
+// A fresh VMM's VM is built and started on the thread that waits in run_builds() (serve's
+// main thread), never on the API thread: that one parses every request, and runs under its
+// seccomp filter from its start, which allows no VM to be made.
+//
+// Its calls come from the API thread; run_builds(), stop() and vm() from others.
 #pragma once
 
 #include <chrono>
@@ -58,10 +62,11 @@ class MachineBackend final : public VmBackend {
   // API thread.
   bool metrics_configured() const { return metrics_.has_value(); }
 
-  // Blocks until a boot or a load has started a VM (returned) or stop() was called first
-  // (nullptr).
-  machine::Machine* wait_for_vm();
-  // The VMM is stopping (a signal): stops the VM if there is one, makes wait_for_vm()
+  // Builds and starts, on the calling thread, each VM that a boot or a load on the API
+  // thread asks for, until one has started (returned) or stop() was called first (nullptr).
+  // A build that failed is the API request's answer; the next one is waited for.
+  machine::Machine* run_builds();
+  // The VMM is stopping (a signal): stops the VM if there is one, makes run_builds()
   // return, and refuses a boot or load from now on (one under way stops its VM once
   // started).
   void stop(const std::string& why);
@@ -73,9 +78,14 @@ class MachineBackend final : public VmBackend {
  private:
   // Refuses a boot or load on a VMM that has a VM or is stopping.
   Status check_fresh() const;
-  // Takes the VM a boot or load built and started (`what` names which); a `clone` is synced
-  // the first time it runs. From here on the calling (API) thread runs under its filter.
-  Status adopt(std::unique_ptr<machine::Machine> vm, bool clone, const char* what);
+  // What a boot or a load asks run_builds()'s thread to do: build the VM and start it.
+  using Build = std::function<Result<std::unique_ptr<machine::Machine>>()>;
+  // Hands `build` to run_builds()'s thread, waits for it, and takes the VM it started
+  // (`what` names the request); a `clone` is synced the first time it runs.
+  Status build_and_adopt(Build build, bool clone, const char* what);
+  // On run_builds()'s thread: takes the VM a build started, or stops it when the VMM is
+  // stopping.
+  Status adopt(std::unique_ptr<machine::Machine> vm, bool clone);
   // A loaded clone is synced the first time it runs (at the load, or at its first resume).
   Status sync_clone_once(machine::Machine& vm);
 
@@ -85,6 +95,11 @@ class MachineBackend final : public VmBackend {
   std::unique_ptr<machine::Machine> owned_;  // a loaded VM
   machine::Machine* vm_ = nullptr;
   bool stopping_ = false;
+  // A build handed to run_builds() and not taken yet, and the outcome of the one it ran.
+  Build pending_build_;
+  bool pending_clone_ = false;
+  bool building_ = false;  // run_builds() runs one now
+  std::optional<Status> build_outcome_;
   bool clone_unsynced_ = false;
   bool clone_sync_failed_ = false;
   // Where the metrics go; used on the API thread only.

@@ -5,6 +5,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+#include <system_error>
+
 #include "vmm/common/capped_log_sink.h"
 
 namespace dsec::cli {
@@ -66,6 +69,16 @@ Status configure_log(const api::LoggerRequest& request) {
     return fail("the VMM's log cannot take another output");
   }
   if (!request.log_path.empty()) {
+    // spdlog makes a missing directory itself, which the API thread's filter forbids (it
+    // would end the VMM): a missing one is the caller's to make.
+    const std::filesystem::path directory =
+        std::filesystem::path(request.log_path).parent_path();
+    std::error_code error;
+    if (!directory.empty() && !std::filesystem::is_directory(directory, error)) {
+      return fail("cannot open the log file " + request.log_path + ": " + directory.string() +
+                      " is not a directory",
+                  "give a path in a directory that exists and this VMM may write");
+    }
     std::shared_ptr<spdlog::sinks::basic_file_sink_mt> file;
     try {
       file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(request.log_path,

@@ -19,6 +19,7 @@
 #include "vmm/cli/serve_vm.h"
 #include "vmm/cli/vm_signals.h"
 #include "vmm/io/signal_watcher.h"
+#include "vmm/seccomp/role.h"
 
 namespace dsec::cli {
 namespace {
@@ -104,12 +105,19 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", service.error().message().c_str());
     return 1;
   }
+  const seccomp::Policy& policy = settings.host.seccomp;
+  // The API thread parses every request from a caller, so its filter goes in before it
+  // reads the first one: it builds no VM (the main thread does, in run_builds()).
+  if (auto launched = (*service)->launch([&policy] { return policy.apply(seccomp::Role::kApi); });
+      !launched) {
+    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", launched.error().message().c_str());
+    return 3;
+  }
   if (auto serving = (*service)->serve(std::make_unique<api::MachineBackend>(settings)); !serving) {
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", serving.error().message().c_str());
     return 3;
   }
   api::MachineBackend& backend = *(*service)->backend();
-  const seccomp::Policy& policy = settings.host.seccomp;
   auto watcher = io::SignalWatcher::start(
       signals,
       [&backend](int signo) {
@@ -128,16 +136,20 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
     (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", watcher.error().message().c_str());
     return 3;
   }
-  // Every thread of this VMM is started (the VM's come from the API thread's boot or load).
-  if (auto filtered = policy.apply(seccomp::Role::kMain); !filtered) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", filtered.error().message().c_str());
-    backend.stop("the main thread: " + filtered.error().message());
-    return 3;
-  }
-  machine::Machine* vm = backend.wait_for_vm();
+  // This thread builds and starts the VM that the API's boot or load asks for (the API
+  // thread's filter allows no VM to be made); every thread of the VMM runs then, and this
+  // one takes its own filter.
+  machine::Machine* vm = backend.run_builds();
   if (vm == nullptr) {
     spdlog::info("serve: stopped before a VM was started or loaded");
     return 0;
+  }
+  if (auto filtered = policy.apply(seccomp::Role::kMain); !filtered) {
+    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", filtered.error().message().c_str());
+    backend.stop("the main thread: " + filtered.error().message());
+    vm->wait();
+    (*service)->stop();
+    return 3;
   }
   const machine::VmExit exit = vm->wait();
   (*service)->stop();
