@@ -12,10 +12,7 @@
 #include <thread>
 
 #include "vmm/agent/protocol.h"
-#include "vmm/common/file.h"
 #include "vmm/jail/supervisor.h"
-#include "vmm/machine/snapshot_config.h"
-#include "vmm/pool/host_memory.h"
 #include "vmm/pool/log_tail.h"
 #include "vmm/pool/sandbox_dir.h"
 #include "vmm/pool/sandbox_exec.h"
@@ -26,9 +23,6 @@ namespace {
 
 // How long a hung VMM has to log its vCPUs' state (SIGUSR1) before SIGKILL.
 constexpr std::chrono::milliseconds kHungStateWait{500};
-
-// How many ended sandboxes the pool remembers, to tell a client why its id is gone.
-constexpr size_t kMaxEnded = 1024;
 
 std::string new_sandbox_id() {
   std::array<uint8_t, 8> bytes{};
@@ -45,36 +39,12 @@ std::string new_sandbox_id() {
   return id;
 }
 
-int64_t wall_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 void remove_files(const SandboxFiles& files) {
   ::unlink(files.vsock.c_str());
   ::unlink(files.log.c_str());
   if (!files.api.empty()) {
     ::unlink(files.api.c_str());
   }
-}
-
-// What a pool clone can be restored from: the pool gives each clone its vsock socket and
-// nothing else, and never lets the state file choose a host file (RestoreLauncher).
-Status check_image_shape(const std::string& state_path) {
-  const auto config = DSEC_TRY(machine::read_snapshot_config(state_path));
-  if (!config.vsock) {
-    return fail("its snapshot has no vsock device, so no agent to reach",
-                "make the warm image with dsec-vmm warm, which gives the VM one");
-  }
-  if (!config.drives.empty() || config.net) {
-    return fail("its snapshot has " + std::to_string(config.drives.size()) + " drive(s)" +
-                    (config.net ? " and a network device" : "") +
-                    ", which pool clones cannot have yet (their host files would come from "
-                    "the snapshot)",
-                "make the warm image without --drive and --net");
-  }
-  return ok();
 }
 
 }  // namespace
@@ -85,7 +55,8 @@ Pool::Pool(io::EventLoop& loop, StateDir state, ImageStore store,
       state_(std::move(state)),
       store_(std::move(store)),
       launcher_(std::move(launcher)),
-      options_(options) {
+      options_(options),
+      images_(store_, state_, sandboxes_, options_) {
   if (options_.jail_ids) {
     jail_ids_.emplace(*options_.jail_ids);
   }
@@ -96,118 +67,23 @@ Pool::~Pool() {
   shutdown();
 }
 
-PoolResult<nlohmann::json> Pool::add_image(const ImageSpec& spec) {
-  auto files = store_.open_image(spec.name);
-  if (!files) {
-    return std::unexpected(error(Failure::kInvalid, files.error().message()));
-  }
-  // Read through the descriptor just checked, never by the name again.
-  if (auto shape = check_image_shape(fd_path(files->state.get())); !shape) {
-    return std::unexpected(
-        error(Failure::kInvalid, "image " + spec.name + ": " + shape.error().message()));
-  }
-  images_[spec.name] = Image{.spec = spec, .guest_bytes = files->memory_bytes};
-  return image_spec_json(spec);
-}
-
 PoolResult<nlohmann::json> Pool::register_image(const ImageSpec& spec) {
-  auto added = DSEC_TRY(add_image(spec));
-  std::vector<ImageSpec> specs;
-  specs.reserve(images_.size());
-  for (const auto& [name, image] : images_) {
-    specs.push_back(image.spec);
-  }
-  if (auto saved = state_.write_images(specs); !saved) {
-    spdlog::error("pool: {}; a restarted daemon will not know this image", saved.error().message());
-  }
+  auto added = DSEC_TRY(images_.add(spec));
+  images_.save();
   refill();
   return added;
 }
 
 nlohmann::json Pool::images_json() const {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& [name, image] : images_) {
-    auto item = image_spec_json(image.spec);
-    item["guest_memory_bytes"] = image.guest_bytes;
-    item["sandboxes"] = {{"starting", count(name, SandboxState::kStarting)},
-                         {"ready", count(name, SandboxState::kReady)},
-                         {"in_use", count(name, SandboxState::kInUse)},
-                         {"stopping", count(name, SandboxState::kStopping)}};
-    list.push_back(std::move(item));
-  }
-  return {{"images", list}};
+  return images_.images_json();
 }
 
 uint32_t Pool::count(const std::string& image, SandboxState state) const {
-  return static_cast<uint32_t>(std::count_if(sandboxes_.begin(), sandboxes_.end(), [&](auto& s) {
-    return s.second->record.image == image && s.second->record.state == state;
-  }));
+  return sandboxes_.count(image, state);
 }
 
-uint32_t Pool::clones_of(const std::string& image) const {
-  return count(image, SandboxState::kStarting) + count(image, SandboxState::kReady) +
-         count(image, SandboxState::kInUse);
-}
-
-PoolResult<void> Pool::admit(const Image& image) const {
-  const uint32_t clones = clones_of(image.spec.name);
-  if (clones >= image.spec.max) {
-    return std::unexpected(error(
-        Failure::kFull,
-        fmt::format("image {} has its maximum of {} clones ({} in use, {} ready, {} "
-                    "starting): release a sandbox, or raise the image's 'max'",
-                    image.spec.name, image.spec.max, count(image.spec.name, SandboxState::kInUse),
-                    count(image.spec.name, SandboxState::kReady),
-                    count(image.spec.name, SandboxState::kStarting))));
-  }
-  const auto memory = read_host_memory();
-  if (!memory) {
-    return std::unexpected(error(Failure::kUnavailable, memory.error().message()));
-  }
-  // What its clones may yet write, not only what they wrote: a clone shares its image's
-  // pages until it writes them, so MemAvailable alone would admit clones that later push the
-  // host into the OOM killer.
-  const uint64_t committed = committed_guest_bytes();
-  const double commit_limit = options_.max_memory_ratio * options_.memory_overcommit *
-                              static_cast<double>(memory->total_bytes);
-  if (static_cast<double>(committed + image.guest_bytes) > commit_limit) {
-    return std::unexpected(
-        error(Failure::kFull,
-              fmt::format("guest memory: the pool's clones may use {} MiB, and a clone of {} "
-                          "{} MiB more, past {:.0f} MiB (--max-memory-ratio {} of the host's {} "
-                          "MiB, times --memory-overcommit {}): release sandboxes or wait",
-                          committed >> 20, image.spec.name, image.guest_bytes >> 20,
-                          commit_limit / (1 << 20), options_.max_memory_ratio,
-                          memory->total_bytes >> 20, options_.memory_overcommit)));
-  }
-  const double used = static_cast<double>(memory->total_bytes - memory->available_bytes) +
-                      static_cast<double>(image.guest_bytes);
-  const double limit = options_.max_memory_ratio * static_cast<double>(memory->total_bytes);
-  if (used > limit) {
-    return std::unexpected(
-        error(Failure::kFull,
-              fmt::format("host memory: {} MiB used of {} MiB, and a clone of {} may take {} MiB "
-                          "more, past the pool's limit of {:.0f}% (--max-memory-ratio): release "
-                          "sandboxes or wait",
-                          (memory->total_bytes - memory->available_bytes) >> 20,
-                          memory->total_bytes >> 20, image.spec.name, image.guest_bytes >> 20,
-                          options_.max_memory_ratio * 100)));
-  }
-  return {};
-}
-
-uint64_t Pool::committed_guest_bytes() const {
-  uint64_t bytes = 0;
-  for (const auto& [id, sandbox] : sandboxes_) {
-    if (const auto image = images_.find(sandbox->record.image); image != images_.end()) {
-      bytes += image->second.guest_bytes;
-    }
-  }
-  return bytes;
-}
-
-PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
-  DSEC_TRY(admit(image));
+PoolResult<Sandbox*> Pool::launch(const PoolImage& image) {
+  DSEC_TRY(images_.admit(image));
   // Checked again: the files may have changed since the image was registered. The clone
   // inherits these descriptors and opens nothing of the store by name.
   auto image_files = store_.open_image(image.spec.name);
@@ -259,7 +135,7 @@ PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
   sandbox->launched = Clock::now();
   sandbox->jail_id = clone.jail_id;
   Sandbox& s = *sandbox;
-  sandboxes_.emplace(id, std::move(sandbox));
+  sandboxes_.add(std::move(sandbox));
   persist(s);
   auto exit_watch = loop_.add_fd_watch(s.pidfd.get(), [this, id] { on_exit(id); });
   auto ready_watch = loop_.add_fd_watch(s.ready.get(), [this, id] { on_ready_readable(id); });
@@ -286,11 +162,11 @@ PoolResult<Pool::Sandbox*> Pool::launch(const Image& image) {
 }
 
 void Pool::on_ready_readable(const std::string& id) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end() || !it->second->ready) {
+  Sandbox* found = sandboxes_.find(id);
+  if (found == nullptr || !found->ready) {
     return;
   }
-  Sandbox& s = *it->second;
+  Sandbox& s = *found;
   std::array<char, 64> buffer{};
   const ssize_t n = ::read(s.ready.get(), buffer.data(), buffer.size());
   if (n > 0 && std::string_view(buffer.data(), static_cast<size_t>(n)).starts_with("ready\n")) {
@@ -328,11 +204,11 @@ void Pool::stop_watching_ready(Sandbox& sandbox) {
 }
 
 void Pool::on_exit(const std::string& id) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) {
+  Sandbox* found = sandboxes_.find(id);
+  if (found == nullptr) {
     return;
   }
-  Sandbox& s = *it->second;
+  Sandbox& s = *found;
   const ProcessEnd end = launcher_->reap(s.pidfd.get(), s.record.process.pid);
   std::string how = end.how;
   if (s.jail_id && end.exit_status == jail::kExitOomKilled) {
@@ -349,7 +225,8 @@ void Pool::on_exit(const std::string& id) {
       break;
     case SandboxState::kStarting: {
       ++counters_.refill_errors;
-      remember_end(s.record, "its VMM " + how + " before it served; its log ended:\n" + tail);
+      sandboxes_.remember_end(s.record,
+                              "its VMM " + how + " before it served; its log ended:\n" + tail);
       spdlog::warn("pool: {} failed to start: its VMM {}; its log ended:\n{}", id, how, tail);
       // Not at once: a clone that cannot start would be retried in a tight loop. A waiting
       // acquire tries three at most.
@@ -362,7 +239,8 @@ void Pool::on_exit(const std::string& id) {
     case SandboxState::kReady:
     case SandboxState::kInUse:
       ++counters_.lost;
-      remember_end(s.record, "the sandbox was lost: its VMM " + how + "; its log ended:\n" + tail);
+      sandboxes_.remember_end(s.record,
+                              "the sandbox was lost: its VMM " + how + "; its log ended:\n" + tail);
       spdlog::warn("pool: {} lost: its VMM {}; its log ended:\n{}", id, how, tail);
       break;
   }
@@ -371,25 +249,25 @@ void Pool::on_exit(const std::string& id) {
 }
 
 void Pool::acquire(const Tenant& caller, const AcquireRequest& request, Answer answer) {
-  const auto image = images_.find(request.image);
-  if (image == images_.end()) {
+  const PoolImage* image = images_.find(request.image);
+  if (image == nullptr) {
     answer(std::unexpected(
         error(Failure::kNotFound, "no image '" + request.image +
                                       "' is registered: PUT /images/NAME with its "
                                       "snapshot_dir first (GET /images lists them)")));
     return;
   }
-  if (auto room = check_quota(caller, image->second); !room) {
+  if (auto room = images_.check_quota(caller, *image, waiting_for(caller.name)); !room) {
     ++counters_.refused;
     answer(std::unexpected(room.error()));
     return;
   }
   auto& waiting = waiters_[request.image];
   if (waiting.empty()) {
-    for (auto& [id, s] : sandboxes_) {
+    for (const auto& [id, s] : sandboxes_.all()) {
       if (s->record.image == request.image && s->record.state == SandboxState::kReady) {
-        hand_over(*s, caller, request, image->second);
-        answer(sandbox_view(*s));
+        hand_over(*s, caller, request, *image);
+        answer(SandboxTable::view(*s));
         refill();
         return;
       }
@@ -402,13 +280,13 @@ void Pool::acquire(const Tenant& caller, const AcquireRequest& request, Answer a
 
 void Pool::start_for_waiters(const std::string& image_name) {
   auto& waiting = waiters_[image_name];
-  const auto image = images_.find(image_name);
+  const PoolImage* image = images_.find(image_name);
   while (!waiting.empty() && count(image_name, SandboxState::kStarting) < waiting.size()) {
     auto launched =
-        image == images_.end()
+        image == nullptr
             ? PoolResult<Sandbox*>(std::unexpected(
                   error(Failure::kNotFound, "image " + image_name + " is no longer registered")))
-            : launch(image->second);
+            : launch(*image);
     if (launched) {
       continue;
     }
@@ -424,14 +302,14 @@ void Pool::start_for_waiters(const std::string& image_name) {
 
 void Pool::serve_waiter(Sandbox& sandbox) {
   auto& waiting = waiters_[sandbox.record.image];
-  const auto image = images_.find(sandbox.record.image);
-  if (waiting.empty() || image == images_.end()) {
+  const PoolImage* image = images_.find(sandbox.record.image);
+  if (waiting.empty() || image == nullptr) {
     return;
   }
   auto waiter = std::move(waiting.front());
   waiting.pop_front();
-  hand_over(sandbox, waiter.caller, waiter.request, image->second);
-  waiter.answer(sandbox_view(sandbox));
+  hand_over(sandbox, waiter.caller, waiter.request, *image);
+  waiter.answer(SandboxTable::view(sandbox));
 }
 
 void Pool::on_start_failed(const std::string& image) {
@@ -451,56 +329,20 @@ void Pool::on_start_failed(const std::string& image) {
   start_for_waiters(image);
 }
 
-PoolResult<void> Pool::check_quota(const Tenant& caller, const Image& image) const {
-  const auto& quota = caller.quota;
-  if (!quota.max_sandboxes && !quota.max_memory_bytes) {
-    return {};
-  }
-  // What the caller holds, and what its waiting acquires will hold.
-  uint32_t held = 0;
-  uint64_t memory = image.guest_bytes;
-  const auto add = [&](const std::string& image_name) {
-    ++held;
-    if (const auto it = images_.find(image_name); it != images_.end()) {
-      memory += it->second.guest_bytes;
-    }
-  };
-  for (const auto& [id, s] : sandboxes_) {
-    if (s->record.owner == caller.name && s->record.state == SandboxState::kInUse) {
-      add(s->record.image);
-    }
-  }
-  for (const auto& [image_name, waiting] : waiters_) {
+std::vector<std::string> Pool::waiting_for(const std::string& tenant) const {
+  std::vector<std::string> images;
+  for (const auto& [image, waiting] : waiters_) {
     for (const auto& waiter : waiting) {
-      if (waiter.caller.name == caller.name) {
-        add(image_name);
+      if (waiter.caller.name == tenant) {
+        images.push_back(image);
       }
     }
   }
-  if (quota.max_sandboxes && held >= *quota.max_sandboxes) {
-    return std::unexpected(
-        error(Failure::kQuota, fmt::format("tenant {} holds {} sandboxes, its quota of sandboxes "
-                                           "(max_sandboxes): release one first",
-                                           caller.name, held)));
-  }
-  if (quota.max_memory_bytes && memory > *quota.max_memory_bytes) {
-    return std::unexpected(error(
-        Failure::kQuota,
-        fmt::format("tenant {}: a sandbox of {} ({} MiB of guest memory) would take its sandboxes "
-                    "to {} MiB, past its quota of guest memory (max_memory) of {} MiB: release "
-                    "one first",
-                    caller.name, image.spec.name, image.guest_bytes >> 20, memory >> 20,
-                    *quota.max_memory_bytes >> 20)));
-  }
-  return {};
-}
-
-bool Pool::sees(const Tenant& caller, const std::string& owner) {
-  return owner == caller.name || (owner.empty() && caller.is_operator);
+  return images;
 }
 
 void Pool::hand_over(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
-                     const Image& image) {
+                     const PoolImage& image) {
   sandbox.record.state = SandboxState::kInUse;
   sandbox.record.owner = caller.name;
   const uint64_t ttl_s = request.ttl_s.value_or(image.spec.ttl_s);
@@ -515,102 +357,44 @@ void Pool::hand_over(Sandbox& sandbox, const Tenant& caller, const AcquireReques
   persist(sandbox);
 }
 
-PoolResult<Pool::Sandbox*> Pool::in_use(const Tenant& caller, const std::string& id) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end() || !sees(caller, it->second->record.owner)) {
-    return std::unexpected(gone(caller, id));
-  }
-  Sandbox& s = *it->second;
-  if (s.record.state == SandboxState::kStopping) {
-    return std::unexpected(gone(caller, id));  // released, expired, or not serving: it says which
-  }
-  if (s.record.state != SandboxState::kInUse) {
-    return std::unexpected(error(
-        Failure::kConflict, "sandbox " + id + " is " + std::string(state_name(s.record.state)) +
-                                ", not acquired: POST /sandboxes to acquire one"));
-  }
-  return &s;
-}
-
-PoolError Pool::gone(const Tenant& caller, const std::string& id) const {
-  for (const auto& ended : ended_) {
-    if (ended.id == id && sees(caller, ended.owner)) {
-      return error(Failure::kGone, "sandbox " + id + " is gone: " + ended.why);
-    }
-  }
-  return error(Failure::kNotFound, "no sandbox " + id + ": GET /sandboxes lists them");
-}
-
 PoolResult<void> Pool::release(const Tenant& caller, const std::string& id) {
-  Sandbox* s = DSEC_TRY(in_use(caller, id));
+  Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
   ++counters_.released;
   stop(*s, "it was released");
   return {};
 }
 
 PoolResult<void> Pool::keepalive(const Tenant& caller, const std::string& id) {
-  Sandbox* s = DSEC_TRY(in_use(caller, id));
+  Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
   s->last_request = Clock::now();
   return {};
 }
 
 PoolResult<nlohmann::json> Pool::sandbox_json(const Tenant& caller, const std::string& id) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end() || !sees(caller, it->second->record.owner)) {
-    return std::unexpected(gone(caller, id));
+  Sandbox* s = sandboxes_.find(id);
+  if (s == nullptr || !SandboxTable::sees(caller, s->record.owner)) {
+    return std::unexpected(sandboxes_.gone(caller, id));
   }
-  it->second->last_request = Clock::now();
-  return sandbox_view(*it->second);
+  s->last_request = Clock::now();
+  return SandboxTable::view(*s);
 }
 
 nlohmann::json Pool::sandboxes_json(const Tenant& caller) const {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& [id, s] : sandboxes_) {
-    if (sees(caller, s->record.owner)) {
-      list.push_back(sandbox_view(*s));
-    }
-  }
-  return {{"sandboxes", list}};
-}
-
-nlohmann::json Pool::sandbox_view(const Sandbox& s) const {
-  nlohmann::json view = {{"id", s.record.id},
-                         {"image", s.record.image},
-                         {"state", state_name(s.record.state)},
-                         {"pid", s.record.process.pid},
-                         {"vsock", s.record.files.vsock}};
-  if (s.record.expires_at_ms > 0) {
-    view["expires_in_ms"] = std::max<int64_t>(0, s.record.expires_at_ms - wall_ms_now());
-  }
-  if (s.record.state == SandboxState::kInUse && s.record.idle_timeout_ms > 0) {
-    view["idle_timeout_ms"] = s.record.idle_timeout_ms;
-  }
-  if (s.record.state == SandboxState::kInUse) {
-    view["paused"] = s.record.paused;
-  }
-  return view;
+  return sandboxes_.list_json(caller);
 }
 
 std::string Pool::metrics() const {
-  std::vector<ImageGauges> gauges;
-  gauges.reserve(images_.size());
-  for (const auto& [name, image] : images_) {
-    gauges.push_back({.image = name,
-                      .ready = count(name, SandboxState::kReady),
-                      .in_use = count(name, SandboxState::kInUse),
-                      .starting = count(name, SandboxState::kStarting)});
-  }
-  return metrics_text(counters_, restore_latency_, gauges, jail_ids_.has_value()) +
+  return metrics_text(counters_, restore_latency_, images_.gauges(), jail_ids_.has_value()) +
          fmt::format(
              "# HELP dsec_pool_guest_memory_committed_bytes Guest memory of every sandbox the "
              "pool holds, what admission counts against --memory-overcommit.\n"
              "# TYPE dsec_pool_guest_memory_committed_bytes gauge\n"
              "dsec_pool_guest_memory_committed_bytes {}\n",
-             committed_guest_bytes());
+             images_.committed_guest_bytes());
 }
 
 void Pool::stop(Sandbox& sandbox, std::string why) {
-  remember_end(sandbox.record, std::move(why));
+  sandboxes_.remember_end(sandbox.record, std::move(why));
   cancel_timer(sandbox);
   stop_watching_ready(sandbox);
   sandbox.record.state = SandboxState::kStopping;
@@ -622,11 +406,11 @@ void Pool::stop(Sandbox& sandbox, std::string why) {
 }
 
 void Pool::on_kill_deadline(const std::string& id) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) {
+  Sandbox* found = sandboxes_.find(id);
+  if (found == nullptr) {
     return;
   }
-  Sandbox& s = *it->second;
+  Sandbox& s = *found;
   s.timer.reset();
   spdlog::warn("pool: {} did not stop within {} ms of SIGTERM: SIGKILL", id,
                options_.stop_grace.count());
@@ -652,7 +436,7 @@ void Pool::schedule_health_checks() {
 }
 
 void Pool::check_health() {
-  for (auto& [id, s] : sandboxes_) {
+  for (const auto& [id, s] : sandboxes_.all()) {
     const bool serving =
         s->record.state == SandboxState::kReady || s->record.state == SandboxState::kInUse;
     if (!serving || s->health || s->record.paused || s->snapshots > 0) {
@@ -665,11 +449,11 @@ void Pool::check_health() {
 }
 
 void Pool::on_health(const std::string& id, HealthVerdict verdict) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) {
+  Sandbox* found = sandboxes_.find(id);
+  if (found == nullptr) {
     return;
   }
-  Sandbox& s = *it->second;
+  Sandbox& s = *found;
   // This runs inside the check's own callback: the check goes when this returns.
   const auto finished = std::move(s.health);
   if (verdict.health == Health::kAnswered) {
@@ -699,7 +483,7 @@ void Pool::on_health(const std::string& id, HealthVerdict verdict) {
   ++counters_.hung;
   s.hung = fmt::format("stopped answering ({} health checks in a row failed, the last: {})",
                        s.failed_checks, verdict.why);
-  remember_end(s.record, "the sandbox was lost: its VMM " + s.hung);
+  sandboxes_.remember_end(s.record, "the sandbox was lost: its VMM " + s.hung);
   cancel_timer(s);
   stop_watching_ready(s);
   s.record.state = SandboxState::kStopping;
@@ -712,11 +496,11 @@ void Pool::on_health(const std::string& id, HealthVerdict verdict) {
 }
 
 void Pool::on_hung_state_logged(const std::string& id) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) {
+  Sandbox* found = sandboxes_.find(id);
+  if (found == nullptr) {
     return;
   }
-  Sandbox& s = *it->second;
+  Sandbox& s = *found;
   s.timer.reset();
   report_hung(s);
   // Hung: SIGTERM may go unheard. Its end (the pidfd) removes it and refills.
@@ -731,25 +515,21 @@ void Pool::report_hung(Sandbox& s) {
   const std::string tail = log_tail(s.record.files.log);
   spdlog::warn("pool: {} lost: its VMM {}; its log ended:\n{}", s.record.id, s.hung, tail);
   // The client that asks now learns what the log says too.
-  for (auto& ended : ended_) {
-    if (ended.id == s.record.id) {
-      ended.why += "; its log ended:\n" + tail;
-    }
-  }
+  sandboxes_.add_to_end(s.record.id, "; its log ended:\n" + tail);
   s.hung.clear();
 }
 
 void Pool::on_ready_deadline(const std::string& id) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) {
+  Sandbox* found = sandboxes_.find(id);
+  if (found == nullptr) {
     return;
   }
-  it->second->timer.reset();
+  found->timer.reset();
   ++counters_.refill_errors;
   spdlog::warn("pool: {} did not serve within {} ms; stopping it", id,
                options_.ready_timeout.count());
-  const std::string image = it->second->record.image;
-  stop(*it->second, "it did not serve within the ready timeout");
+  const std::string image = found->record.image;
+  stop(*found, "it did not serve within the ready timeout");
   schedule_refill(options_.refill_backoff);
   on_start_failed(image);
 }
@@ -775,11 +555,11 @@ void Pool::arm_lease(Sandbox& sandbox) {
 // Requests renew the idle timeout without touching the timer: when it fires, it checks
 // which end came, if any, and otherwise waits for the next.
 void Pool::on_lease_end(const std::string& id) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) {
+  Sandbox* found = sandboxes_.find(id);
+  if (found == nullptr) {
     return;
   }
-  Sandbox& s = *it->second;
+  Sandbox& s = *found;
   s.timer.reset();
   if (s.record.expires_at_ms > 0 && wall_ms_now() >= s.record.expires_at_ms) {
     ++counters_.expired;
@@ -818,19 +598,12 @@ void Pool::cancel_timer(Sandbox& sandbox) {
   }
 }
 
-void Pool::remember_end(const SandboxRecord& record, std::string why) {
-  ended_.push_back(Ended{.id = record.id, .owner = record.owner, .why = std::move(why)});
-  if (ended_.size() > kMaxEnded) {
-    ended_.pop_front();
-  }
-}
-
 void Pool::remove(const std::string& id) {
-  const auto it = sandboxes_.find(id);
-  if (it == sandboxes_.end()) {
+  Sandbox* found = sandboxes_.find(id);
+  if (found == nullptr) {
     return;
   }
-  Sandbox& s = *it->second;
+  Sandbox& s = *found;
   cancel_timer(s);
   if (s.exit_watch) {
     (void)loop_.remove_watch(*s.exit_watch);
@@ -849,7 +622,7 @@ void Pool::remove(const std::string& id) {
     }
   }
   state_.remove_record(id);
-  sandboxes_.erase(it);
+  sandboxes_.erase(id);
 }
 
 void Pool::persist(const Sandbox& sandbox) {
@@ -860,10 +633,10 @@ void Pool::persist(const Sandbox& sandbox) {
 }
 
 void Pool::refill() {
-  for (const auto& [name, image] : images_) {
+  for (const auto& [name, image] : images_.all()) {
     while (count(name, SandboxState::kReady) + count(name, SandboxState::kStarting) <
            image.spec.ready) {
-      if (!admit(image)) {
+      if (!images_.admit(image)) {
         break;  // at the limits: the next release or end refills
       }
       if (!launch(image)) {
@@ -917,18 +690,18 @@ void Pool::shutdown() {
   }
   images_.clear();   // nothing refills from here on
   waiters_.clear();  // the API stopped: nobody to answer
-  if (sandboxes_.empty()) {
+  if (sandboxes_.all().empty()) {
     agent_requests_.clear();  // any left were in sandboxes that ended: they end too
     state_.remove_own_files();
     return;
   }
-  spdlog::info("pool: stopping {} sandboxes", sandboxes_.size());
-  for (auto& [id, s] : sandboxes_) {
+  spdlog::info("pool: stopping {} sandboxes", sandboxes_.all().size());
+  for (const auto& [id, s] : sandboxes_.all()) {
     (void)signal_pidfd(s->pidfd.get(), SIGTERM);
   }
   const auto wait_all = [this](std::chrono::milliseconds within) {
     const auto deadline = Clock::now() + within;
-    for (auto& [id, s] : sandboxes_) {
+    for (const auto& [id, s] : sandboxes_.all()) {
       while (!pidfd_exited(s->pidfd.get()) && Clock::now() < deadline) {
         pollfd p{.fd = s->pidfd.get(), .events = POLLIN, .revents = 0};
         const auto left =
@@ -938,7 +711,7 @@ void Pool::shutdown() {
     }
   };
   wait_all(options_.stop_grace);
-  for (auto& [id, s] : sandboxes_) {
+  for (const auto& [id, s] : sandboxes_.all()) {
     if (!pidfd_exited(s->pidfd.get())) {
       spdlog::warn("pool: {} did not stop on SIGTERM: SIGKILL", id);
       ::killpg(s->record.process.pid, SIGKILL);
@@ -949,14 +722,13 @@ void Pool::shutdown() {
   // Their VMMs are gone: the execs' connections broke, and their threads end.
   agent_requests_.clear();
   std::vector<std::string> ids;
-  for (auto& [id, s] : sandboxes_) {
+  for (const auto& [id, s] : sandboxes_.all()) {
     (void)launcher_->reap(s->pidfd.get(), s->record.process.pid);
     ids.push_back(id);
   }
   for (const auto& id : ids) {
     remove(id);
   }
-  sandboxes_.clear();
   // The cgroups of VMMs killed above may stay busy a moment: a blocking wait is fine here.
   for (int tries = 0; tries < 40 && !launcher_->remove_left(); ++tries) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

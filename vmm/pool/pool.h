@@ -41,40 +41,18 @@
 #include "vmm/pool/image_store.h"
 #include "vmm/pool/jail_ids.h"
 #include "vmm/pool/pool_error.h"
+#include "vmm/pool/pool_images.h"
 #include "vmm/pool/pool_metrics.h"
+#include "vmm/pool/pool_options.h"
 #include "vmm/pool/pool_requests.h"
 #include "vmm/pool/sandbox_exec.h"
 #include "vmm/pool/sandbox_files.h"
+#include "vmm/pool/sandbox_table.h"
 #include "vmm/pool/state_records.h"
 #include "vmm/pool/tenant.h"
 #include "vmm/pool/vmm_launcher.h"
 
 namespace dsec::pool {
-
-struct PoolOptions {
-  // Refuse a new clone when the host's used memory plus the clone's guest memory would
-  // pass this share of the host's memory.
-  double max_memory_ratio = 0.9;
-  // And refuse one when the guest memory of every clone not yet gone, plus the new one's,
-  // would pass max_memory_ratio times this times the host's memory: 1 commits no more
-  // guest memory than the host has, above 1 counts on clones not writing all of theirs.
-  double memory_overcommit = 1.0;
-  std::chrono::milliseconds ready_timeout{60'000};  // launch to the "ready" line
-  std::chrono::milliseconds stop_grace{5'000};      // SIGTERM to SIGKILL
-  std::chrono::milliseconds refill_backoff{1'000};  // after a clone failed to start
-  // How often each ready and acquired sandbox is asked whether it serves (0: never), how
-  // long it has to answer, and how many checks in a row it may fail before it is lost.
-  std::chrono::milliseconds health_interval{10'000};
-  std::chrono::milliseconds health_timeout{15'000};
-  uint32_t health_failures = 2;
-  // The uids and gids of jailed clones, one each; none: clones run unjailed (--no-jail).
-  std::optional<JailIdRange> jail_ids = JailIdRange{};
-  // Requests that run on a thread of their own (exec, copies, pause, resume, snapshot) at
-  // once: one tenant's, and everyone's. One more is refused (kQuota, kFull), so that no
-  // caller can make the daemon start threads without end.
-  uint32_t max_requests_per_tenant = 16;
-  uint32_t max_requests = 128;
-};
 
 class Pool {
  public:
@@ -95,7 +73,7 @@ class Pool {
   PoolResult<nlohmann::json> register_image(const ImageSpec& spec);
   nlohmann::json images_json() const;
 
-  using Answer = std::move_only_function<void(PoolResult<nlohmann::json>)>;
+  using Answer = PoolAnswer;
   // Every call that names a sandbox takes its caller: a sandbox acquired by another tenant
   // is kNotFound, exactly as an unknown id. The pool's own clones (ready, starting) are the
   // operator's to see.
@@ -140,36 +118,8 @@ class Pool {
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Image {
-    ImageSpec spec;
-    uint64_t guest_bytes = 0;  // the snapshot's memory file's size
-  };
-  struct Sandbox {
-    SandboxRecord record;
-    UniqueFd pidfd;
-    UniqueFd ready;  // until the ready line came
-    std::optional<io::WatchId> exit_watch;
-    std::optional<io::WatchId> ready_watch;
-    std::optional<io::TimerId> timer;  // ready deadline, the lease, or SIGKILL
-    Clock::time_point launched;
-    Clock::time_point last_request;       // acquired: the last request that named it
-    std::unique_ptr<HealthCheck> health;  // the check in flight
-    uint32_t agent_requests = 0;          // execs and copies running
-    uint32_t failed_checks = 0;           // in a row
-    std::string hung;        // how it stopped answering, until its log is read and it is killed
-    uint32_t snapshots = 0;  // in flight (each pauses it): no health checks meanwhile
-    std::optional<uint32_t> jail_id;  // its uid and gid, freed when it is removed
-  };
-  // How a sandbox that is gone ended, for the client that asks about it later.
-  struct Ended {
-    std::string id;
-    std::string owner;  // the tenant that held it; empty: none
-    std::string why;
-  };
 
-  // register_image without saving images.json or refilling: recover()'s.
-  PoolResult<nlohmann::json> add_image(const ImageSpec& spec);
-  PoolResult<Sandbox*> launch(const Image& image);
+  PoolResult<Sandbox*> launch(const PoolImage& image);
   // The ready pipe became readable.
   void on_ready_readable(const std::string& id);
   // Closes the ready pipe and its watch.
@@ -191,20 +141,15 @@ class Pool {
   // A clone of `image` failed to start: the first waiter counts it, and gives up at three.
   void on_start_failed(const std::string& image);
   void hand_over(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
-                 const Image& image);
-  // Whether `caller`'s quotas leave room for one more sandbox of `image` (kQuota if not).
-  PoolResult<void> check_quota(const Tenant& caller, const Image& image) const;
-  // Whether `caller` may see a sandbox held by `owner` (empty: none).
-  static bool sees(const Tenant& caller, const std::string& owner);
+                 const PoolImage& image);
+  // The images of the acquires `tenant` waits on.
+  std::vector<std::string> waiting_for(const std::string& tenant) const;
   void stop(Sandbox& sandbox, std::string why);
   void remove(const std::string& id);
   void refill();
   void schedule_refill(std::chrono::milliseconds delay);
   // Asks the launcher to remove what it left every half second until it did.
   void schedule_cleanup();
-  PoolResult<void> admit(const Image& image) const;
-  // The guest memory of every sandbox the pool holds (starting, ready, in use, stopping).
-  uint64_t committed_guest_bytes() const;
   void persist(const Sandbox& sandbox);
   void set_timer(Sandbox& sandbox, std::chrono::nanoseconds delay,
                  void (Pool::*on_fire)(const std::string&));
@@ -239,13 +184,6 @@ class Pool {
   PoolResult<void> end_agent_request(const Tenant& caller, const std::string& id);
   PoolError agent_failure(const std::string& id, const std::string& what, const Error& e,
                           const PoolResult<void>& still_in_use) const;
-  void remember_end(const SandboxRecord& record, std::string why);
-  // The sandbox `id` when `caller` holds it.
-  PoolResult<Sandbox*> in_use(const Tenant& caller, const std::string& id);
-  // Why `caller` cannot reach sandbox `id`: gone, with how, or not found.
-  PoolError gone(const Tenant& caller, const std::string& id) const;
-  nlohmann::json sandbox_view(const Sandbox& sandbox) const;
-  uint32_t clones_of(const std::string& image) const;
   void adopt(SandboxRecord record, UniqueFd pidfd);
 
   io::EventLoop& loop_;
@@ -254,9 +192,8 @@ class Pool {
   std::unique_ptr<VmmLauncher> launcher_;
   PoolOptions options_;
   std::optional<JailIds> jail_ids_;  // none: --no-jail
-  std::map<std::string, Image> images_;
-  std::map<std::string, std::unique_ptr<Sandbox>> sandboxes_;
-  std::deque<Ended> ended_;  // the last kMaxEnded
+  SandboxTable sandboxes_;
+  PoolImages images_;
   PoolCounters counters_;
   LatencyHistogram restore_latency_;
   std::optional<io::TimerId> refill_timer_;

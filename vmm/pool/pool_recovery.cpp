@@ -18,7 +18,7 @@ void Pool::recover() {
     spdlog::error("pool: {}; starting with no images", images.error().message());
   } else {
     for (auto& spec : *images) {
-      if (auto registered = add_image(spec); !registered) {
+      if (auto registered = images_.add(spec); !registered) {
         spdlog::error("pool: image {} from images.json: {}", spec.name, registered.error().message);
       }
     }
@@ -34,8 +34,8 @@ void Pool::recover() {
       if (record.state == SandboxState::kReady || record.state == SandboxState::kInUse) {
         ++counters_.lost;
         const std::string tail = log_tail(record.files.log);
-        remember_end(record,
-                     "the sandbox was lost while the daemon was away; its log ended:\n" + tail);
+        sandboxes_.remember_end(
+            record, "the sandbox was lost while the daemon was away; its log ended:\n" + tail);
         spdlog::warn("pool: {} was lost while the daemon was away; its log ended:\n{}", record.id,
                      tail);
       }
@@ -87,13 +87,13 @@ void Pool::adopt(SandboxRecord record, UniqueFd pidfd) {
     }
   }
   Sandbox& s = *sandbox;
-  sandboxes_.emplace(id, std::move(sandbox));
+  sandboxes_.add(std::move(sandbox));
   auto watch = loop_.add_fd_watch(s.pidfd.get(), [this, id] { on_exit(id); });
   if (watch) {
     s.exit_watch = *watch;
   }
   const bool keep =
-      watch && images_.contains(s.record.image) &&
+      watch && images_.find(s.record.image) != nullptr &&
       (s.record.state == SandboxState::kReady || s.record.state == SandboxState::kInUse);
   if (!keep) {
     // Starting (its ready pipe was the old daemon's), stopping, or of an image no longer

@@ -16,7 +16,7 @@ constexpr std::chrono::milliseconds kVmmEndGrace{500};
 
 void Pool::run_agent_request(const Tenant& caller, const std::string& id, AgentWork work,
                              AgentDone done, Needs needs) {
-  auto sandbox = in_use(caller, id);
+  auto sandbox = sandboxes_.in_use(caller, id);
   if (!sandbox) {
     done(std::unexpected(sandbox.error()));
     return;
@@ -49,8 +49,8 @@ void Pool::run_agent_request(const Tenant& caller, const std::string& id, AgentW
             count != requests_by_tenant_.end() && --count->second == 0) {
           requests_by_tenant_.erase(count);
         }
-        const auto it = sandboxes_.find(id);
-        if (*succeeded || it == sandboxes_.end() || pidfd_exited(it->second->pidfd.get())) {
+        const Sandbox* ran_in = sandboxes_.find(id);
+        if (*succeeded || ran_in == nullptr || pidfd_exited(ran_in->pidfd.get())) {
           (*finish)(end_agent_request(caller, id));
           return;
         }
@@ -93,19 +93,18 @@ PoolResult<void> Pool::check_request_room(const Tenant& caller) const {
 }
 
 PoolResult<void> Pool::end_agent_request(const Tenant& caller, const std::string& id) {
-  if (const auto ended = sandboxes_.find(id);
-      ended != sandboxes_.end() && pidfd_exited(ended->second->pidfd.get())) {
+  if (const Sandbox* ended = sandboxes_.find(id);
+      ended != nullptr && pidfd_exited(ended->pidfd.get())) {
     on_exit(id);  // before its pidfd's watch: the answer says how it ended
   }
-  const auto it = sandboxes_.find(id);
-  Sandbox* s = it == sandboxes_.end() ? nullptr : it->second.get();
+  Sandbox* s = sandboxes_.find(id);
   if (s != nullptr) {
     --s->agent_requests;
     // After the request: one longer than the idle timeout is no sign of a client gone.
     s->last_request = Clock::now();
   }
   if (s == nullptr || s->record.state != SandboxState::kInUse) {
-    return std::unexpected(gone(caller, id));
+    return std::unexpected(sandboxes_.gone(caller, id));
   }
   arm_lease(*s);
   return {};
@@ -173,8 +172,8 @@ void Pool::read_file(const Tenant& caller, const std::string& id, const std::str
       });
 }
 
-PoolResult<Pool::Sandbox*> Pool::with_api(const Tenant& caller, const std::string& id) {
-  Sandbox* s = DSEC_TRY(in_use(caller, id));
+PoolResult<Sandbox*> Pool::with_api(const Tenant& caller, const std::string& id) {
+  Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
   if (s->record.files.api.empty()) {
     return std::unexpected(
         error(Failure::kConflict,
@@ -215,12 +214,12 @@ void Pool::set_paused(const Tenant& caller, const std::string& id, bool paused, 
           answer(std::unexpected(still_in_use.error()));
           return;
         }
-        Sandbox& s = *sandboxes_.at(id);
+        Sandbox& s = *sandboxes_.find(id);
         s.record.paused = paused;
         s.failed_checks = 0;  // a check that failed while it paused says nothing
         persist(s);
         spdlog::info("pool: {} {}", id, paused ? "paused" : "resumed");
-        answer(sandbox_view(s));
+        answer(SandboxTable::view(s));
       },
       Needs::kVmmOnly);
 }
@@ -239,9 +238,9 @@ void Pool::snapshot(const Tenant& caller, const std::string& id, const std::stri
                                  "image store, which every tenant's sandboxes may come from")));
     return;
   }
-  const auto image = images_.find((*sandbox)->record.image);
+  const PoolImage* image = images_.find((*sandbox)->record.image);
   // The memory file is the guest's RAM, the same as its image's.
-  auto staged = store_.stage(name, image == images_.end() ? 0 : image->second.guest_bytes);
+  auto staged = store_.stage(name, image == nullptr ? 0 : image->guest_bytes);
   if (!staged) {
     answer(std::unexpected(staged.error()));
     return;
@@ -263,9 +262,9 @@ void Pool::snapshot(const Tenant& caller, const std::string& id, const std::stri
       },
       [this, id, name, done, staging,
        answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
-        if (const auto it = sandboxes_.find(id); it != sandboxes_.end()) {
-          --it->second->snapshots;
-          it->second->failed_checks = 0;
+        if (Sandbox* s = sandboxes_.find(id)) {
+          --s->snapshots;
+          s->failed_checks = 0;
         }
         if (!*done) {
           answer(std::unexpected(agent_failure(id, "a snapshot of", done->error(), still_in_use)));
