@@ -1,45 +1,30 @@
 // The sandbox pool: warm images and their limits, and one VMM process per sandbox,
-// supervised on one event loop (the daemon's: its API thread's). Each VMM is watched
-// through its pidfd and its ready pipe (vmm_launcher.h), never by a thread of its own;
-// time limits are the loop's timers. Everything here runs on the loop's thread.
-//
-// A sandbox is starting (launched, its agent not serving yet), ready (restored, waiting
-// to be acquired), in use (acquired), or stopping (SIGTERM sent, SIGKILL after a grace
-// period, files removed once it ended). Ready clones are refilled in the background up to
-// each image's `ready`; an acquire takes a ready one, else waits, in order of arrival, for
-// the next clone of its image that serves, restoring one on the spot for each waiting
-// acquire within the image's `max` and the host memory ratio (429 otherwise); the loop
-// serves other requests meanwhile. A VMM that ends on its own is reported lost with its log's last
-// lines. Every health interval, each ready and acquired sandbox is asked whether it still serves
-// (health_check.h); one that fails `health_failures` checks in a row is hung: it is
-// reported lost, killed, and replaced.
-// An acquired sandbox holds a lease: its time to live, and its idle timeout, which every
-// request that names it (GET, exec, keepalive) renews; a client that went away stops
-// renewing, and the sandbox is stopped. An exec runs on a thread of its own
-// (background_task.h) while the loop serves other requests; the idle timeout waits while
-// one runs.
+// supervised on one event loop (the daemon's: its API thread's). Everything here runs on
+// the loop's thread, but the blocking part of sandbox_requests.h's requests. `Pool` is what
+// the API (pool_api.cpp) and the daemon call; the work is its pieces':
+//   pool_images.h       the images it serves, admission (max, host memory), tenants' quotas
+//   sandbox_table.h     the sandboxes it holds, and how the last ones that ended ended
+//   sandbox_lifecycle.h each VMM's launch, ready line, end, stop and removal; refills
+//   clone_resources.h   what each clone holds on the host (jail id, files, record, cgroup)
+//   acquire_queue.h     acquires, served at once or waiting for a clone restored for them
+//   leases.h            an acquired sandbox's time to live and idle timeout
+//   health_monitor.h    health checks; a hung sandbox is lost, killed and replaced
+//   sandbox_requests.h  exec, files, pause, resume and snapshot on threads of their own
 //
 // The daemon keeps a record of each sandbox in its state directory (state_records.h), so
 // that a daemon started again adopts the VMMs that still run (recover()).
 #pragma once
 
-#include <chrono>
-#include <cstdint>
-#include <deque>
-#include <expected>
-#include <functional>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 
-#include "vmm/common/unique_fd.h"
 #include "vmm/io/event_loop.h"
-#include "vmm/pool/background_task.h"
-#include "vmm/pool/health_check.h"
+#include "vmm/pool/acquire_queue.h"
+#include "vmm/pool/clone_resources.h"
+#include "vmm/pool/health_monitor.h"
 #include "vmm/pool/image_store.h"
-#include "vmm/pool/jail_ids.h"
+#include "vmm/pool/leases.h"
 #include "vmm/pool/pool_error.h"
 #include "vmm/pool/pool_images.h"
 #include "vmm/pool/pool_metrics.h"
@@ -47,6 +32,8 @@
 #include "vmm/pool/pool_requests.h"
 #include "vmm/pool/sandbox_exec.h"
 #include "vmm/pool/sandbox_files.h"
+#include "vmm/pool/sandbox_lifecycle.h"
+#include "vmm/pool/sandbox_requests.h"
 #include "vmm/pool/sandbox_table.h"
 #include "vmm/pool/state_records.h"
 #include "vmm/pool/tenant.h"
@@ -117,93 +104,18 @@ class Pool {
   void shutdown();
 
  private:
-  using Clock = std::chrono::steady_clock;
-
-  PoolResult<Sandbox*> launch(const PoolImage& image);
-  // The ready pipe became readable.
-  void on_ready_readable(const std::string& id);
-  // Closes the ready pipe and its watch.
-  void stop_watching_ready(Sandbox& sandbox);
-  // The VMM's pidfd became readable: it ended.
-  void on_exit(const std::string& id);
-  // An acquire waiting for a clone of its image to serve.
-  struct Waiter {
-    Tenant caller;
-    AcquireRequest request;
-    Answer answer;
-    uint32_t failed_starts = 0;  // clones that failed to start while it was first in line
-  };
-  // Launches clones until every waiter of `image` has one starting; answers the waiters
-  // the pool cannot start one for.
-  void start_for_waiters(const std::string& image);
-  // `sandbox` just became ready: the first waiter of its image gets it.
-  void serve_waiter(Sandbox& sandbox);
-  // A clone of `image` failed to start: the first waiter counts it, and gives up at three.
-  void on_start_failed(const std::string& image);
-  void hand_over(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
-                 const PoolImage& image);
-  // The images of the acquires `tenant` waits on.
-  std::vector<std::string> waiting_for(const std::string& tenant) const;
-  void stop(Sandbox& sandbox, std::string why);
-  void remove(const std::string& id);
-  void refill();
-  void schedule_refill(std::chrono::milliseconds delay);
-  // Asks the launcher to remove what it left every half second until it did.
-  void schedule_cleanup();
-  void persist(const Sandbox& sandbox);
-  void set_timer(Sandbox& sandbox, std::chrono::nanoseconds delay,
-                 void (Pool::*on_fire)(const std::string&));
-  void cancel_timer(Sandbox& sandbox);
-  void on_ready_deadline(const std::string& id);
-  // Arms the timer for the lease's next end: its time to live or its idle timeout.
-  void arm_lease(Sandbox& sandbox);
-  void on_lease_end(const std::string& id);
-  void on_kill_deadline(const std::string& id);
-  // A hung sandbox: its log is read (with the state SIGUSR1 made its VMM log), then SIGKILL.
-  void on_hung_state_logged(const std::string& id);
-  void report_hung(Sandbox& sandbox);
-  // Starts a check of every ready and acquired sandbox that has none in flight.
-  void check_health();
-  void schedule_health_checks();
-  void on_health(const std::string& id, HealthVerdict verdict);
-  // A blocking request to sandbox `id`'s agent or VMM (given its sockets), run on a thread
-  // of its own; `done` runs on the loop's thread after it, with whether the sandbox is
-  // still in use (else why it is gone), or at once with why the pool refuses the request:
-  // also when the sandbox is paused and the request `needs` its guest running.
-  // `work` says whether the request succeeded.
-  enum class Needs { kRunningGuest, kVmmOnly };
-  using AgentWork = std::move_only_function<bool(const SandboxFiles& sockets)>;
-  using AgentDone = std::move_only_function<void(PoolResult<void> still_in_use)>;
-  void run_agent_request(const Tenant& caller, const std::string& id, AgentWork work,
-                         AgentDone done, Needs needs = Needs::kRunningGuest);
-  void set_paused(const Tenant& caller, const std::string& id, bool paused, Answer answer);
-  // The sandbox `id` when `caller` holds it and its VMM has an API socket.
-  PoolResult<Sandbox*> with_api(const Tenant& caller, const std::string& id);
-  // Whether `caller` may start one more request on a thread of its own (kQuota, kFull).
-  PoolResult<void> check_request_room(const Tenant& caller) const;
-  PoolResult<void> end_agent_request(const Tenant& caller, const std::string& id);
-  PoolError agent_failure(const std::string& id, const std::string& what, const Error& e,
-                          const PoolResult<void>& still_in_use) const;
-  void adopt(SandboxRecord record, UniqueFd pidfd);
-
-  io::EventLoop& loop_;
   StateDir state_;
   ImageStore store_;
-  std::unique_ptr<VmmLauncher> launcher_;
   PoolOptions options_;
-  std::optional<JailIds> jail_ids_;  // none: --no-jail
+  PoolCounters counters_;
   SandboxTable sandboxes_;
   PoolImages images_;
-  PoolCounters counters_;
-  LatencyHistogram restore_latency_;
-  std::optional<io::TimerId> refill_timer_;
-  std::optional<io::TimerId> health_timer_;
-  std::optional<io::TimerId> cleanup_timer_;  // what the launcher left to remove (forget())
-  // Running agent requests, by a key of their own, and how many each tenant runs.
-  std::map<uint64_t, std::unique_ptr<BackgroundTask>> agent_requests_;
-  std::map<std::string, uint32_t> requests_by_tenant_;
-  std::map<std::string, std::deque<Waiter>> waiters_;  // by image, first come first
-  uint64_t next_request_ = 1;
+  CloneResources resources_;
+  SandboxLifecycle lifecycle_;
+  Leases leases_;
+  AcquireQueue acquires_;
+  HealthMonitor health_;
+  SandboxRequests requests_;
 };
 
 }  // namespace dsec::pool
