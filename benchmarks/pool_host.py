@@ -237,7 +237,7 @@ def warm(staged, work, vcpus, memory):
     return snap
 
 
-# How the daemon logs a sandbox lost after it served (vmm/pool/pool.cpp), with its VMM's
+# How the daemon logs a sandbox lost after it served (vmm/pool/sandbox_lifecycle.cpp), with its VMM's
 # last log lines up to the daemon's next line.
 LOST_REPORT = re.compile(r"pool: (sb-[0-9a-f-]+) lost: its VMM ([^;\n]+); its log ended:\n(.*?)"
                          r"(?=^\[[^]\n]+\] \[\w+\] pool: |\Z)", re.S | re.M)
@@ -307,7 +307,7 @@ def losses(log_path):
     return guest, other
 
 
-# How the daemon logs a clone that never served (vmm/pool/pool.cpp): its VMM ended first,
+# How the daemon logs a clone that never served (vmm/pool/sandbox_lifecycle.cpp): its VMM ended first,
 # or its ready timeout passed.
 START_FAILED_LINE = re.compile(r"pool: (sb-[0-9a-f-]+) (failed to start: its VMM [^;\n]+|did not serve within \d+ ms)")
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <expected>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace dsec::pool {
@@ -30,5 +32,8 @@ using PoolResult = std::expected<T, PoolError>;
 inline PoolError error(Failure kind, std::string message) {
   return PoolError{.kind = kind, .message = std::move(message)};
 }
+// How a request that may finish later (acquire, exec, pause...) answers, on the loop's
+// thread: with the body to send, or why it failed.
+using PoolAnswer = std::move_only_function<void(PoolResult<nlohmann::json>)>;
 
 }  // namespace dsec::pool

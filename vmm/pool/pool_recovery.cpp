@@ -1,13 +1,14 @@
-// Pool::recover: what a daemon that ended left in the state directory.
+// What a daemon that ended left in the state directory: Pool::recover, and
+// SandboxLifecycle::adopt for each VMM of it that still runs.
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <set>
 
 #include "vmm/pool/log_tail.h"
 #include "vmm/pool/pool.h"
+#include "vmm/pool/process_identity.h"
 #include "vmm/pool/sandbox_dir.h"
 
 namespace dsec::pool {
@@ -18,7 +19,7 @@ void Pool::recover() {
     spdlog::error("pool: {}; starting with no images", images.error().message());
   } else {
     for (auto& spec : *images) {
-      if (auto registered = add_image(spec); !registered) {
+      if (auto registered = images_.add(spec); !registered) {
         spdlog::error("pool: image {} from images.json: {}", spec.name, registered.error().message);
       }
     }
@@ -34,22 +35,21 @@ void Pool::recover() {
       if (record.state == SandboxState::kReady || record.state == SandboxState::kInUse) {
         ++counters_.lost;
         const std::string tail = log_tail(record.files.log);
-        remember_end(record,
-                     "the sandbox was lost while the daemon was away; its log ended:\n" + tail);
+        sandboxes_.remember_end(
+            record, "the sandbox was lost while the daemon was away; its log ended:\n" + tail);
         spdlog::warn("pool: {} was lost while the daemon was away; its log ended:\n{}", record.id,
                      tail);
       }
-      ::unlink(record.files.vsock.c_str());
-      ::unlink(record.files.log.c_str());
-      if (sandbox_dir_owner(state_.sandbox_dir(record.id)) &&
-          !launcher_->forget(state_.sandbox_dir(record.id))) {
-        schedule_cleanup();  // a jailed clone's cgroup, if its supervisor was killed
-      }
-      remove_sandbox_dir(state_.sandbox_dir(record.id));
-      state_.remove_record(record.id);
+      resources_.release_dead(record);
       continue;
     }
-    adopt(std::move(record), std::move(*pidfd));
+    Sandbox* adopted = lifecycle_.adopt(std::move(record), std::move(*pidfd));
+    if (adopted != nullptr && adopted->record.state == SandboxState::kInUse) {
+      // The time to live goes on; the idle timeout starts again: the client could not reach
+      // the daemon while it was down.
+      adopted->last_request = Sandbox::Clock::now();
+      leases_.arm(*adopted);
+    }
   }
   for (const auto& why : unreadable) {
     spdlog::error("pool: a sandbox record that does not parse is left alone: {}", why);
@@ -69,31 +69,24 @@ void Pool::recover() {
     spdlog::warn("pool: removing {}, which no record names", path.string());
     remove_sandbox_dir(path.string());
   }
-  refill();
+  lifecycle_.refill();
 }
 
-void Pool::adopt(SandboxRecord record, UniqueFd pidfd) {
+Sandbox* SandboxLifecycle::adopt(SandboxRecord record, UniqueFd pidfd) {
   const std::string id = record.id;
   auto sandbox = std::make_unique<Sandbox>();
   sandbox->record = std::move(record);
   sandbox->pidfd = std::move(pidfd);
-  sandbox->launched = Clock::now();
+  sandbox->launched = Sandbox::Clock::now();
   // A jailed clone's id is its directory's owner: used again only once it ended.
-  if (const auto owner = sandbox_dir_owner(state_.sandbox_dir(id)); owner && jail_ids_) {
-    if (jail_ids_->adopt(*owner) || !jail_ids_->used(*owner)) {
-      sandbox->jail_id = owner;  // an id outside the range is never handed out anyway
-    } else {
-      spdlog::warn("pool: {} runs as uid {}, which another adopted clone has too", id, *owner);
-    }
-  }
-  Sandbox& s = *sandbox;
-  sandboxes_.emplace(id, std::move(sandbox));
+  sandbox->jail_id = resources_.adopt_jail_id(id);
+  Sandbox& s = sandboxes_.add(std::move(sandbox));
   auto watch = loop_.add_fd_watch(s.pidfd.get(), [this, id] { on_exit(id); });
   if (watch) {
     s.exit_watch = *watch;
   }
   const bool keep =
-      watch && images_.contains(s.record.image) &&
+      watch && images_.find(s.record.image) != nullptr &&
       (s.record.state == SandboxState::kReady || s.record.state == SandboxState::kInUse);
   if (!keep) {
     // Starting (its ready pipe was the old daemon's), stopping, or of an image no longer
@@ -103,16 +96,11 @@ void Pool::adopt(SandboxRecord record, UniqueFd pidfd) {
     if (!watch) {
       ::killpg(s.record.process.pid, SIGKILL);
     }
-    return;
+    return nullptr;
   }
   spdlog::info("pool: {} adopted ({}, pid {})", id, state_name(s.record.state),
                s.record.process.pid);
-  if (s.record.state == SandboxState::kInUse) {
-    // The time to live goes on; the idle timeout starts again: the client could not reach
-    // the daemon while it was down.
-    s.last_request = Clock::now();
-    arm_lease(s);
-  }
+  return &s;
 }
 
 }  // namespace dsec::pool

@@ -1,9 +1,9 @@
-// The pool's requests that run on a thread of their own (background_task.h), each against
-// one acquired sandbox: exec and files through its agent, pause, resume and snapshot
-// through its VMM's API socket.
+#include "vmm/pool/sandbox_requests.h"
+
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "vmm/pool/pool.h"
+#include "vmm/pool/process_identity.h"
 #include "vmm/pool/sandbox_control.h"
 
 namespace dsec::pool {
@@ -14,9 +14,9 @@ constexpr std::chrono::milliseconds kVmmEndGrace{500};
 
 }  // namespace
 
-void Pool::run_agent_request(const Tenant& caller, const std::string& id, AgentWork work,
-                             AgentDone done, Needs needs) {
-  auto sandbox = in_use(caller, id);
+void SandboxRequests::run(const Tenant& caller, const std::string& id, Work work, Done done,
+                          Needs needs) {
+  auto sandbox = deps_.sandboxes.in_use(caller, id);
   if (!sandbox) {
     done(std::unexpected(sandbox.error()));
     return;
@@ -28,38 +28,38 @@ void Pool::run_agent_request(const Tenant& caller, const std::string& id, AgentW
                                                       id + "/resume first")));
     return;
   }
-  if (auto room = check_request_room(caller); !room) {
+  if (auto room = check_room(caller); !room) {
     done(std::unexpected(room.error()));
     return;
   }
   // Shared: the task's completion calls it, or this does when the task cannot start.
-  auto finish = std::make_shared<AgentDone>(std::move(done));
+  auto finish = std::make_shared<Done>(std::move(done));
   auto succeeded = std::make_shared<bool>(false);
-  const uint64_t key = next_request_++;
+  const uint64_t key = next_key_++;
   auto task = BackgroundTask::start(
-      loop_,
+      deps_.loop,
       [work = std::move(work), sockets = s.record.files, succeeded]() mutable {
         *succeeded = work(sockets);
       },
       [this, key, caller, id, finish, succeeded] {
         // This runs inside the task's own completion: it goes when this returns.
-        const auto finished = std::move(agent_requests_.at(key));
-        agent_requests_.erase(key);
-        if (auto count = requests_by_tenant_.find(caller.name);
-            count != requests_by_tenant_.end() && --count->second == 0) {
-          requests_by_tenant_.erase(count);
+        const auto finished = std::move(running_.at(key));
+        running_.erase(key);
+        if (auto count = by_tenant_.find(caller.name);
+            count != by_tenant_.end() && --count->second == 0) {
+          by_tenant_.erase(count);
         }
-        const auto it = sandboxes_.find(id);
-        if (*succeeded || it == sandboxes_.end() || pidfd_exited(it->second->pidfd.get())) {
-          (*finish)(end_agent_request(caller, id));
+        const Sandbox* ran_in = deps_.sandboxes.find(id);
+        if (*succeeded || ran_in == nullptr || pidfd_exited(ran_in->pidfd.get())) {
+          (*finish)(end_request(caller, id));
           return;
         }
         // It may have broken off because its VMM is dying: its end, which follows closely,
         // tells the client more (a guest crash, say) than a closed connection.
-        auto later = loop_.add_timer(
-            kVmmEndGrace, [this, caller, id, finish] { (*finish)(end_agent_request(caller, id)); });
+        auto later = deps_.loop.add_timer(
+            kVmmEndGrace, [this, caller, id, finish] { (*finish)(end_request(caller, id)); });
         if (!later) {
-          (*finish)(end_agent_request(caller, id));
+          (*finish)(end_request(caller, id));
         }
       });
   if (!task) {
@@ -67,22 +67,22 @@ void Pool::run_agent_request(const Tenant& caller, const std::string& id, AgentW
         error(Failure::kUnavailable, "cannot run the request: " + task.error().message())));
     return;
   }
-  agent_requests_.emplace(key, std::move(*task));
-  ++requests_by_tenant_[caller.name];
+  running_.emplace(key, std::move(*task));
+  ++by_tenant_[caller.name];
   ++s.agent_requests;
-  s.last_request = Clock::now();
-  arm_lease(s);  // no idle end while it runs
+  s.last_request = Sandbox::Clock::now();
+  deps_.leases.arm(s);  // no idle end while it runs
 }
 
-PoolResult<void> Pool::check_request_room(const Tenant& caller) const {
-  if (agent_requests_.size() >= options_.max_requests) {
+PoolResult<void> SandboxRequests::check_room(const Tenant& caller) const {
+  if (running_.size() >= deps_.options.max_requests) {
     return std::unexpected(error(
         Failure::kFull, fmt::format("the pool runs {} requests (exec, copies, pause, resume, "
                                     "snapshot) at once, its most (--max-requests): try again later",
-                                    agent_requests_.size())));
+                                    running_.size())));
   }
-  const auto count = requests_by_tenant_.find(caller.name);
-  if (count != requests_by_tenant_.end() && count->second >= options_.max_requests_per_tenant) {
+  const auto count = by_tenant_.find(caller.name);
+  if (count != by_tenant_.end() && count->second >= deps_.options.max_requests_per_tenant) {
     return std::unexpected(
         error(Failure::kQuota, fmt::format("you run {} requests (exec, copies, pause, resume, "
                                            "snapshot) at once, your most "
@@ -92,37 +92,37 @@ PoolResult<void> Pool::check_request_room(const Tenant& caller) const {
   return {};
 }
 
-PoolResult<void> Pool::end_agent_request(const Tenant& caller, const std::string& id) {
-  if (const auto ended = sandboxes_.find(id);
-      ended != sandboxes_.end() && pidfd_exited(ended->second->pidfd.get())) {
-    on_exit(id);  // before its pidfd's watch: the answer says how it ended
+PoolResult<void> SandboxRequests::end_request(const Tenant& caller, const std::string& id) {
+  if (const Sandbox* ended = deps_.sandboxes.find(id);
+      ended != nullptr && pidfd_exited(ended->pidfd.get())) {
+    deps_.lifecycle.on_exit(id);  // before its pidfd's watch: the answer says how it ended
   }
-  const auto it = sandboxes_.find(id);
-  Sandbox* s = it == sandboxes_.end() ? nullptr : it->second.get();
+  Sandbox* s = deps_.sandboxes.find(id);
   if (s != nullptr) {
     --s->agent_requests;
     // After the request: one longer than the idle timeout is no sign of a client gone.
-    s->last_request = Clock::now();
+    s->last_request = Sandbox::Clock::now();
   }
   if (s == nullptr || s->record.state != SandboxState::kInUse) {
-    return std::unexpected(gone(caller, id));
+    return std::unexpected(deps_.sandboxes.gone(caller, id));
   }
-  arm_lease(*s);
+  deps_.leases.arm(*s);
   return {};
 }
 
 // An agent request that failed in a sandbox still in use is the guest's or the VMM's (502);
 // one whose sandbox was released, expired or lost meanwhile says that instead.
-PoolError Pool::agent_failure(const std::string& id, const std::string& what, const Error& e,
-                              const PoolResult<void>& still_in_use) const {
+PoolError SandboxRequests::failure(const std::string& id, const std::string& what, const Error& e,
+                                   const PoolResult<void>& still_in_use) const {
   return still_in_use
              ? error(Failure::kAgentFailed, what + " sandbox " + id + " failed: " + e.message())
              : still_in_use.error();
 }
 
-void Pool::exec(const Tenant& caller, const std::string& id, ExecCall call, Answer answer) {
+void SandboxRequests::exec(const Tenant& caller, const std::string& id, ExecCall call,
+                           PoolAnswer answer) {
   auto outcome = std::make_shared<Result<ExecOutcome>>(fail("the exec did not run"));
-  run_agent_request(
+  run(
       caller, id,
       [outcome, call = std::move(call)](const SandboxFiles& sockets) {
         *outcome = exec_in_sandbox(sockets.vsock, call);
@@ -130,17 +130,18 @@ void Pool::exec(const Tenant& caller, const std::string& id, ExecCall call, Answ
       },
       [this, id, outcome, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
         if (!*outcome) {
-          answer(std::unexpected(agent_failure(id, "exec in", outcome->error(), still_in_use)));
+          answer(std::unexpected(failure(id, "exec in", outcome->error(), still_in_use)));
           return;
         }
         answer(exec_outcome_json(**outcome));
       });
 }
 
-void Pool::write_file(const Tenant& caller, const std::string& id, const std::string& guest_path,
-                      GuestFile file, std::move_only_function<void(PoolResult<void>)> answer) {
+void SandboxRequests::write_file(const Tenant& caller, const std::string& id,
+                                 const std::string& guest_path, GuestFile file,
+                                 std::move_only_function<void(PoolResult<void>)> answer) {
   auto written = std::make_shared<Status>(fail("the copy did not run"));
-  run_agent_request(
+  run(
       caller, id,
       [written, guest_path, file = std::move(file)](const SandboxFiles& sockets) {
         *written = write_guest_file(sockets.vsock, guest_path, file);
@@ -148,17 +149,18 @@ void Pool::write_file(const Tenant& caller, const std::string& id, const std::st
       },
       [this, id, written, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
         if (!*written) {
-          answer(std::unexpected(agent_failure(id, "copy into", written->error(), still_in_use)));
+          answer(std::unexpected(failure(id, "copy into", written->error(), still_in_use)));
           return;
         }
         answer({});
       });
 }
 
-void Pool::read_file(const Tenant& caller, const std::string& id, const std::string& guest_path,
-                     std::move_only_function<void(PoolResult<GuestFile>)> answer) {
+void SandboxRequests::read_file(const Tenant& caller, const std::string& id,
+                                const std::string& guest_path,
+                                std::move_only_function<void(PoolResult<GuestFile>)> answer) {
   auto read = std::make_shared<Result<GuestFile>>(fail("the copy did not run"));
-  run_agent_request(
+  run(
       caller, id,
       [read, guest_path](const SandboxFiles& sockets) {
         *read = read_guest_file(sockets.vsock, guest_path);
@@ -166,15 +168,15 @@ void Pool::read_file(const Tenant& caller, const std::string& id, const std::str
       },
       [this, id, read, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
         if (!*read) {
-          answer(std::unexpected(agent_failure(id, "copy out of", read->error(), still_in_use)));
+          answer(std::unexpected(failure(id, "copy out of", read->error(), still_in_use)));
           return;
         }
         answer(std::move(**read));
       });
 }
 
-PoolResult<Pool::Sandbox*> Pool::with_api(const Tenant& caller, const std::string& id) {
-  Sandbox* s = DSEC_TRY(in_use(caller, id));
+PoolResult<Sandbox*> SandboxRequests::with_api(const Tenant& caller, const std::string& id) {
+  Sandbox* s = DSEC_TRY(deps_.sandboxes.in_use(caller, id));
   if (s->record.files.api.empty()) {
     return std::unexpected(
         error(Failure::kConflict,
@@ -185,21 +187,14 @@ PoolResult<Pool::Sandbox*> Pool::with_api(const Tenant& caller, const std::strin
   return s;
 }
 
-void Pool::pause(const Tenant& caller, const std::string& id, Answer answer) {
-  set_paused(caller, id, true, std::move(answer));
-}
-
-void Pool::resume(const Tenant& caller, const std::string& id, Answer answer) {
-  set_paused(caller, id, false, std::move(answer));
-}
-
-void Pool::set_paused(const Tenant& caller, const std::string& id, bool paused, Answer answer) {
+void SandboxRequests::set_paused(const Tenant& caller, const std::string& id, bool paused,
+                                 PoolAnswer answer) {
   if (auto s = with_api(caller, id); !s) {
     answer(std::unexpected(s.error()));
     return;
   }
   auto done = std::make_shared<Status>(fail("the request did not run"));
-  run_agent_request(
+  run(
       caller, id,
       [done, paused](const SandboxFiles& sockets) {
         *done = set_sandbox_paused(sockets.api, paused);
@@ -208,25 +203,25 @@ void Pool::set_paused(const Tenant& caller, const std::string& id, bool paused, 
       [this, id, paused, done, answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
         if (!*done) {
           answer(std::unexpected(
-              agent_failure(id, paused ? "pausing" : "resuming", done->error(), still_in_use)));
+              failure(id, paused ? "pausing" : "resuming", done->error(), still_in_use)));
           return;
         }
         if (!still_in_use) {
           answer(std::unexpected(still_in_use.error()));
           return;
         }
-        Sandbox& s = *sandboxes_.at(id);
+        Sandbox& s = *deps_.sandboxes.find(id);
         s.record.paused = paused;
         s.failed_checks = 0;  // a check that failed while it paused says nothing
-        persist(s);
+        deps_.resources.persist(s);
         spdlog::info("pool: {} {}", id, paused ? "paused" : "resumed");
-        answer(sandbox_view(s));
+        answer(SandboxTable::view(s));
       },
       Needs::kVmmOnly);
 }
 
-void Pool::snapshot(const Tenant& caller, const std::string& id, const std::string& name,
-                    Answer answer) {
+void SandboxRequests::snapshot(const Tenant& caller, const std::string& id, const std::string& name,
+                               PoolAnswer answer) {
   auto sandbox = with_api(caller, id);
   if (!sandbox) {
     answer(std::unexpected(sandbox.error()));
@@ -239,9 +234,9 @@ void Pool::snapshot(const Tenant& caller, const std::string& id, const std::stri
                                  "image store, which every tenant's sandboxes may come from")));
     return;
   }
-  const auto image = images_.find((*sandbox)->record.image);
+  const PoolImage* image = deps_.images.find((*sandbox)->record.image);
   // The memory file is the guest's RAM, the same as its image's.
-  auto staged = store_.stage(name, image == images_.end() ? 0 : image->second.guest_bytes);
+  auto staged = deps_.store.stage(name, image == nullptr ? 0 : image->guest_bytes);
   if (!staged) {
     answer(std::unexpected(staged.error()));
     return;
@@ -252,10 +247,10 @@ void Pool::snapshot(const Tenant& caller, const std::string& id, const std::stri
   auto staging = std::make_shared<StagedImage>(std::move(*staged));
   const bool paused = (*sandbox)->record.paused;
   const bool jailed = (*sandbox)->jail_id.has_value();
-  const std::string sandbox_dir = state_.sandbox_dir(id);
+  const std::string sandbox_dir = deps_.state.sandbox_dir(id);
   ++(*sandbox)->snapshots;  // a long one must not read as a hung sandbox
   auto done = std::make_shared<Status>(fail("the snapshot did not run"));
-  run_agent_request(
+  run(
       caller, id,
       [done, sandbox_dir, jailed, paused, target](const SandboxFiles& sockets) {
         *done = snapshot_sandbox(sockets.api, sandbox_dir, jailed, paused, target);
@@ -263,19 +258,19 @@ void Pool::snapshot(const Tenant& caller, const std::string& id, const std::stri
       },
       [this, id, name, done, staging,
        answer = std::move(answer)](PoolResult<void> still_in_use) mutable {
-        if (const auto it = sandboxes_.find(id); it != sandboxes_.end()) {
-          --it->second->snapshots;
-          it->second->failed_checks = 0;
+        if (Sandbox* s = deps_.sandboxes.find(id)) {
+          --s->snapshots;
+          s->failed_checks = 0;
         }
         if (!*done) {
-          answer(std::unexpected(agent_failure(id, "a snapshot of", done->error(), still_in_use)));
+          answer(std::unexpected(failure(id, "a snapshot of", done->error(), still_in_use)));
           return;
         }
         if (auto committed = staging->commit(); !committed) {
           answer(std::unexpected(committed.error()));
           return;
         }
-        spdlog::info("pool: {} snapshotted as image {} in {}", id, name, store_.path());
+        spdlog::info("pool: {} snapshotted as image {} in {}", id, name, deps_.store.path());
         answer(nlohmann::json{{"id", id}, {"name", name}});
       },
       Needs::kVmmOnly);
