@@ -506,6 +506,21 @@ TEST_F(PoolTest, AVmmThatFailsToStartCountsARefillError) {
   EXPECT_TRUE(std::filesystem::is_empty(state_dir() + "/sandboxes"));
 }
 
+// A VMM that writes something other than the ready line is stopped, and its end refills
+// only after the back-off: one that always does would otherwise be started again and
+// again as fast as processes start.
+TEST_F(PoolTest, AVmmThatSpeaksNoReadyLineIsStartedAgainOnlyAfterTheBackOff) {
+  refill_backoff_ = 1s;
+  auto launcher = std::make_unique<ShellLauncher>("echo garbage >&3; exec sleep 60");
+  const ShellLauncher& launched = *launcher;
+  auto pool = make_pool(std::move(launcher), PoolOptions{.health_interval = 0ms});
+  ASSERT_TRUE(pool->register_image(image(1, 1)));
+  ASSERT_TRUE(run_until([&] { return pool->counters().refill_errors >= 1; }));
+  run_until([] { return false; }, 1500ms);
+  EXPECT_LE(launched.launched().size(), 3U) << "started again without the back-off";
+  EXPECT_GE(launched.launched().size(), 2U) << "never started again";
+}
+
 TEST_F(PoolTest, ShutdownStopsEveryProcessAndLeavesNoFile) {
   auto pool = make_pool(kServes);
   ASSERT_TRUE(pool->register_image(image(2, 3)));

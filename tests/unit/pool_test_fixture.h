@@ -91,7 +91,7 @@ class PoolTest : public ::testing::Test {
     auto store = ImageStore::open(store_dir(), store_limits_);
     EXPECT_TRUE(store) << store.error().message();
     options.stop_grace = 2s;
-    options.refill_backoff = 50ms;
+    options.refill_backoff = refill_backoff_;
     options.ready_timeout = 20s;
     return std::make_unique<Pool>(*loop_, std::move(*state), std::move(*store), std::move(launcher),
                                   options);
@@ -126,6 +126,7 @@ class PoolTest : public ::testing::Test {
 
   std::string state_dir() const { return dir_.file("state"); }
   ImageStoreLimits store_limits_;
+  std::chrono::milliseconds refill_backoff_ = 50ms;  // make_pool's
 
   using Slot = std::shared_ptr<std::optional<PoolResult<nlohmann::json>>>;
   // Starts an acquire; its answer lands in the returned slot.

@@ -144,6 +144,7 @@ void SandboxLifecycle::on_ready_readable(const std::string& id) {
   if (n > 0) {
     ++counters_.refill_errors;
     const std::string image = s.record.image;
+    s.failed_to_start = true;
     stop(s, "its VMM wrote something other than the ready line");
     events_.start_failed(image);
   }
@@ -162,8 +163,8 @@ void SandboxLifecycle::on_ready_deadline(Sandbox& sandbox) {
   spdlog::warn("pool: {} did not serve within {} ms; stopping it", sandbox.record.id,
                options_.ready_timeout.count());
   const std::string image = sandbox.record.image;
+  sandbox.failed_to_start = true;
   stop(sandbox, "it did not serve within the ready timeout");
-  schedule_refill(options_.refill_backoff);
   events_.start_failed(image);
 }
 
@@ -186,6 +187,12 @@ void SandboxLifecycle::on_exit(const std::string& id) {
     case SandboxState::kStopping:
       spdlog::info("pool: {} stopped ({})", id, how);
       report_hung(s);  // when it ended before its state was logged
+      if (s.failed_to_start) {
+        // Not at once: a VMM that never serves would be started again in a tight loop.
+        remove(id);
+        schedule_refill(options_.refill_backoff);
+        return;
+      }
       break;
     case SandboxState::kStarting: {
       ++counters_.refill_errors;

@@ -39,6 +39,9 @@ struct Sandbox {
   std::string hung;        // how it stopped answering, until its log is read and it is killed
   uint32_t snapshots = 0;  // in flight (each pauses it): no health checks meanwhile
   std::optional<uint32_t> jail_id;  // its uid and gid, freed when it is removed
+  // Stopped because it failed to start (it spoke no ready line, or none in time): its end
+  // refills only after the back-off, as a VMM that ended while starting does.
+  bool failed_to_start = false;
 };
 
 // The wall clock in ms since the epoch, as a record's expires_at_ms counts it.
