@@ -2,8 +2,9 @@
 // test bed (docs/security.md, "tenant -> the pool's availability"): an attacker holding 300
 // idle connections (they send nothing) and 50 slow ones (a header byte a second), each
 // opened again a second or two after the daemon closes it, does not hold up another tenant's
-// acquire and release: its p99 stays within 1.5x of a quiet run's. The attacker's
-// connections past its cap (64) are closed at once, and the others at their deadlines.
+// acquire: its p99 stays within 1.5x of a quiet run's (plus the test bed's noise, below),
+// and its release is measured too. The attacker's connections past its cap (64) are closed
+// at once, and the others at their deadlines.
 //
 // The victim's latency is measured in blocks of rounds, quiet and attacked by turns, so
 // that the shared host's load falls on both alike. Each round starts with the pool at rest
@@ -76,6 +77,11 @@ constexpr auto kSlack = 3s;
 constexpr int kBlocks = 3;
 constexpr int kRoundsPerBlock = 10;
 constexpr double kMaxP99Ratio = 1.5;
+// With 30 rounds a p99 is the slowest round, and in the test bed one round alone can lose
+// tens of ms to the host (a quiet p99 of 17-110 ms, attacked minus quiet -21 to +20 ms over
+// eight runs with the attack changing nothing at p50): the check allows this much on top of
+// the ratio. A daemon held up by the attack costs a round seconds (a deadline), or fails it.
+constexpr auto kP99Noise = 50ms;
 constexpr uid_t kVictimUid = 4000;
 constexpr uid_t kAttackerUid = 4001;
 constexpr const char* kVictimToken = "victim-token-0123456789abcdef";
@@ -650,14 +656,17 @@ class PoolExhaustion : public ::testing::Test {
         "busy %.1f%% and %.1f%%\n",
         kBlocks, t.first_refused, t.first_accepted, t.refused,
         static_cast<long long>(milliseconds(kHeaderTimeout).count()), t.slow_at_deadline,
-        t.slow_min_ms, t.slow_max_ms, static_cast<long long>(milliseconds(kIdleTimeout).count()),
-        t.idle_at_deadline, t.idle_min_ms, t.idle_max_ms, share(spent[0].daemon, spent[0].all),
-        share(spent[1].daemon, spent[1].all), share(spent[0].busy, spent[0].all),
-        share(spent[1].busy, spent[1].all));
+        t.slow_at_deadline > 0 ? t.slow_min_ms : 0.0, t.slow_max_ms,
+        static_cast<long long>(milliseconds(kIdleTimeout).count()), t.idle_at_deadline,
+        t.idle_at_deadline > 0 ? t.idle_min_ms : 0.0, t.idle_max_ms,
+        share(spent[0].daemon, spent[0].all), share(spent[1].daemon, spent[1].all),
+        share(spent[0].busy, spent[0].all), share(spent[1].busy, spent[1].all));
 
-    // The acquire, as issue 38 asks. The release is printed, not checked: under attack its
-    // p99 has been 1.5-4x the quiet one's while the acquire's held (docs/security.md).
-    EXPECT_LE(attacked.p99, kMaxP99Ratio * quiet.p99) << "the attack held up the victim's acquire";
+    // The acquire, as issue 38 asks. The release is printed, not checked: one slow release
+    // under attack (up to 500 ms on a loaded host) has been seen (docs/security.md).
+    const double allowed = std::max(kMaxP99Ratio * quiet.p99, quiet.p99 + ms(kP99Noise));
+    std::printf("acquire's attacked p99 allowed: %.1f ms\n", allowed);
+    EXPECT_LE(attacked.p99, allowed) << "the attack held up the victim's acquire";
     // The cap let in exactly its share of each block's first connections, and refused the
     // rest at once.
     EXPECT_EQ(t.first_accepted, kBlocks * kCallerCap);
