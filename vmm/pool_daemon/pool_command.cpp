@@ -58,6 +58,9 @@ struct PoolOptions {
   uint32_t health_failures = 2;
   uint32_t max_requests = 128;
   uint32_t max_requests_per_tenant = 16;
+  // HttpLimits' deadlines for a client's connection.
+  double client_idle_timeout_s = 120;
+  double client_header_timeout_s = 10;
   std::vector<std::string> restore_args;
   bool no_jail = false;
   std::string jail_ids = "200000-265535";
@@ -234,8 +237,11 @@ int run_pool(const PoolOptions& options) {
     return fail_with(launcher.error());
   }
   // Bodies carry the files PUT into sandboxes.
-  auto server = http::HttpServer::bind(options.socket,
-                                       http::HttpLimits{.max_body_bytes = pool::kMaxPoolFileBytes});
+  auto server = http::HttpServer::bind(
+      options.socket,
+      http::HttpLimits{.max_body_bytes = pool::kMaxPoolFileBytes,
+                       .idle_timeout = milliseconds(options.client_idle_timeout_s),
+                       .header_timeout = milliseconds(options.client_header_timeout_s)});
   if (!server) {
     return fail_with(server.error().with_context("--socket"));
   }
@@ -434,6 +440,17 @@ void configure_pool_command(CLI::App* pool, std::function<int()>& action) {
                    "The same for one tenant (a uid on the socket, a token on TCP); one more is "
                    "answered 429")
       ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  pool->add_option("--client-idle-timeout", options->client_idle_timeout_s,
+                   "Seconds a client's connection may go without sending a request (from its "
+                   "connect, or from its last answer) before the daemon closes it")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  pool->add_option("--client-header-timeout", options->client_header_timeout_s,
+                   "Seconds a request's URL and headers may take from its first byte (a TLS "
+                   "handshake counts as the first request's) before the daemon closes the "
+                   "connection")
+      ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();
   pool->add_option("--restore-arg", options->restore_args,
                    "An argument added to every clone's `dsec-vmm restore` (repeat it: "
