@@ -521,6 +521,21 @@ TEST_F(PoolTest, AVmmThatSpeaksNoReadyLineIsStartedAgainOnlyAfterTheBackOff) {
   EXPECT_GE(launched.launched().size(), 2U) << "never started again";
 }
 
+// A warm acquire is answered before the refill's launch (tens of ms in the test bed): the
+// acquire returns with no clone launched, and the loop launches it on its next turn.
+TEST_F(PoolTest, AWarmAcquireLeavesItsRefillToTheLoopsNextTurn) {
+  auto launcher = std::make_unique<ShellLauncher>(kServes);
+  const ShellLauncher& launches = *launcher;
+  auto pool = make_pool(std::move(launcher), PoolOptions{.health_interval = 0ms});
+  ASSERT_TRUE(pool->register_image(image(1, 2)));
+  ASSERT_TRUE(run_until([&] { return pool->count("base", SandboxState::kReady) == 1; }));
+  const size_t before = launches.launched().size();
+  const Slot slot = start_acquire(*pool, {.image = "base", .ttl_s = std::nullopt});
+  ASSERT_TRUE(slot->has_value()) << "a ready clone is handed over at once";
+  EXPECT_EQ(launches.launched().size(), before) << "the refill launched before the answer";
+  EXPECT_TRUE(run_until([&] { return launches.launched().size() == before + 1; }));
+}
+
 TEST_F(PoolTest, ShutdownStopsEveryProcessAndLeavesNoFile) {
   auto pool = make_pool(kServes);
   ASSERT_TRUE(pool->register_image(image(2, 3)));

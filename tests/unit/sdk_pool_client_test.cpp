@@ -75,7 +75,7 @@ TEST_F(SdkPoolClientTest, AnAcquireOfAnUnknownImageCarriesThePoolsStatusAndMessa
   EXPECT_EQ(error.http_status(), 404);
   EXPECT_THAT(error.message(), HasSubstr("refused POST /sandboxes (404)"));
   // The daemon's fault_message, which says what to do.
-  EXPECT_THAT(error.message(), HasSubstr("no image 'nope' is registered: PUT /images/NAME"));
+  EXPECT_THAT(error.message(), HasSubstr("no image 'nope' is registered: GET /images"));
 }
 
 TEST_F(SdkPoolClientTest, AnUnknownIdIsRefusedWith404ByReleaseKeepaliveAndSandbox) {

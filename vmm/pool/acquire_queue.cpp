@@ -15,8 +15,8 @@ void AcquireQueue::acquire(const Tenant& caller, const AcquireRequest& request, 
   if (image == nullptr) {
     answer(std::unexpected(
         error(Failure::kNotFound, "no image '" + request.image +
-                                      "' is registered: PUT /images/NAME with its "
-                                      "snapshot_dir first (GET /images lists them)")));
+                                      "' is registered: GET /images lists those that are "
+                                      "(the operator registers one with PUT /images/NAME)")));
     return;
   }
   if (auto room = images_.check_quota(caller, *image, waiting_for(caller.name)); !room) {
@@ -30,7 +30,7 @@ void AcquireQueue::acquire(const Tenant& caller, const AcquireRequest& request, 
       if (s->record.image == request.image && s->record.state == SandboxState::kReady) {
         leases_.grant(*s, caller, request, image->spec);
         answer(SandboxTable::view(*s));
-        lifecycle_.refill();
+        lifecycle_.refill_soon();
         return;
       }
     }

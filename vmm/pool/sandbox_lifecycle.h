@@ -44,6 +44,9 @@ class SandboxLifecycle {
   PoolResult<Sandbox*> launch(const PoolImage& image);
   // Launches clones until each image has its `ready` ones, ready or starting.
   void refill();
+  // The same, on the loop's next turn: after the request being served has its answer
+  // written, which a launch (tens of ms) would otherwise hold up.
+  void refill_soon() { schedule_refill(std::chrono::milliseconds(0)); }
   // The VMM of sandbox `id` ended (its pidfd is readable): reports how, removes it, refills.
   void on_exit(const std::string& id);
   // SIGTERM, and SIGKILL after the grace period; `why` is what a client asking learns.
