@@ -75,7 +75,7 @@ class VmApi {
   VmBackend& backend_;
   std::string instance_id_;
   PrebootConfig preboot_;
-  http::Router router_;
+  http::Router router_{http::Router::Unmatched::kFirecracker};
 };
 
 }  // namespace dsec::api
