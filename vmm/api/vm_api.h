@@ -62,7 +62,8 @@ class VmApi {
   // vm_api_preboot.cpp: Firecracker's pre-boot configuration and the actions.
   void add_preboot_routes();
   Status act(std::string_view body);
-  // PATCH /drives/{id}, /network-interfaces/{id}: a running VM's rate limiters.
+  // PATCH /drives/{id} (a new file, rate limiters), /network-interfaces/{id} (rate
+  // limiters): a running VM's devices.
   Status patch_drive(std::string_view body, const std::string& drive_id);
   Status patch_network_interface(std::string_view body, const std::string& iface_id);
   // The VM's configuration; an error unless there is a VM.
