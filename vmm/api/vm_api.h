@@ -30,6 +30,9 @@ namespace dsec::api {
 
 // The version GET / reports.
 extern const char* const kVmmVersion;
+// The Firecracker release whose API (its swagger) and command line this VMM follows, which
+// `dsec-vmm firecracker --version` reports as Firecracker does.
+extern const char* const kFirecrackerVersion;
 
 class VmApi {
  public:
