@@ -245,6 +245,8 @@ TEST(ApiPrebootRequests, VsockEntropyLoggerAndActions) {
       "show_level": true, "show_log_origin": true})"));
   EXPECT_EQ(log, (LoggerRequest{"/run/fc.log", LogLevel::kDebug, true, true}));
   EXPECT_THAT(error_of(logger(R"({"level": "Loud"})")), HasSubstr("'level' must be one of"));
+  ASSERT_OK_AND_ASSIGN(auto warn, logger(R"({"level": "warn"})"));  // Firecracker takes it
+  EXPECT_EQ(warn.level, LogLevel::kWarning);
   EXPECT_THAT(error_of(logger(R"({"module": "api_server"})")),
               HasSubstr("'module' in the body is not supported"));
 

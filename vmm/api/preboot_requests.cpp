@@ -202,12 +202,14 @@ Result<EntropyRequest> parse_entropy(JsonObject body) {
 Result<LoggerRequest> parse_logger(JsonObject body) {
   LoggerRequest request;
   request.log_path = DSEC_TRY(body.optional_string("log_path")).value_or("");
+  // Firecracker's LevelFilter::from_str, which takes "Warn" too.
   constexpr std::array kLevels{
-      std::pair{"Error", LogLevel::kError}, std::pair{"Warning", LogLevel::kWarning},
-      std::pair{"Info", LogLevel::kInfo},   std::pair{"Debug", LogLevel::kDebug},
-      std::pair{"Trace", LogLevel::kTrace}, std::pair{"Off", LogLevel::kOff}};
+      std::pair{"Error", LogLevel::kError},  std::pair{"Warning", LogLevel::kWarning},
+      std::pair{"Warn", LogLevel::kWarning}, std::pair{"Info", LogLevel::kInfo},
+      std::pair{"Debug", LogLevel::kDebug},  std::pair{"Trace", LogLevel::kTrace},
+      std::pair{"Off", LogLevel::kOff}};
   if (const auto level = DSEC_TRY(optional_choice(
-          body, "level", {"Error", "Warning", "Info", "Debug", "Trace", "Off"}, true))) {
+          body, "level", {"Error", "Warning", "Warn", "Info", "Debug", "Trace", "Off"}, true))) {
     request.level = std::ranges::find(kLevels, *level, [](const auto& l) {
                       return std::string_view(l.first);
                     })->second;

@@ -191,7 +191,8 @@ void add_firecracker_command(CLI::App& app, CommandAction& action,
   fc->add_option("--log-path", o->log_path,
                  "The VMM's log also goes to this file or FIFO (opened without blocking), as "
                  "PUT /logger's log_path");
-  fc->add_option("--level", o->level, "The log level: Error, Warning, Info, Debug, Trace, Off");
+  fc->add_option("--level", o->level,
+                 "The log level: Error, Warning (or Warn), Info, Debug, Trace, Off, in any case");
   fc->add_flag("--show-level", o->show_level, "Each line of the --log-path file has its level");
   fc->add_flag("--show-log-origin", o->show_log_origin,
                "Taken; changes nothing: dsec-vmm's log lines carry no source location");
