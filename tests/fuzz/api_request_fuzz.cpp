@@ -40,8 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     while (auto request = connection.next_request()) {
       (void)parse_config_file(request->body);
       const auto response = api.handle(*request);
-      if (response.status != 200 && response.status != 204 && response.status != 400 &&
-          response.status != 404 && response.status != 405) {
+      // Firecracker's statuses: an unknown path or method is a 400 too.
+      if (response.status != 200 && response.status != 204 && response.status != 400) {
         std::abort();
       }
       connection.respond(response);

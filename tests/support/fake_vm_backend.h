@@ -67,6 +67,11 @@ class FakeVmBackend : public api::VmBackend {
     machine_config.drives.at(index).rate_limiter = limiter;
     return ok();
   }
+  Status set_drive_file(size_t index, const std::string& path) override {
+    DSEC_TRY(call("drive-file"));
+    machine_config.drives.at(index).path = path;
+    return ok();
+  }
   Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
                                const devices::RateLimiterConfig& tx) override {
     DSEC_TRY(call("net-rate-limiters"));

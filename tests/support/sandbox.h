@@ -102,6 +102,26 @@ class Sandbox {
     return sandbox;
   }
 
+  // The binary started as `firecracker` (a symlink in dir()) with Firecracker's command
+  // line: --api-sock api_socket(), --config-file FILE (the text `config` writes for this
+  // sandbox, in dir()), then `extra_args`; the console, on its stdout, goes to the console
+  // file.
+  static std::unique_ptr<Sandbox> firecracker(
+      const std::function<std::string(const Sandbox&)>& config,
+      const std::vector<std::string>& extra_args) {
+    std::unique_ptr<Sandbox> sandbox(new Sandbox(Restored{}));
+    const std::string file = (sandbox->dir_ / "vm_config.json").string();
+    std::ofstream(file) << config(*sandbox);
+    const std::string binary = (sandbox->dir_ / "firecracker").string();
+    std::filesystem::create_symlink(kVmmBinary, binary);
+    std::vector<std::string> args{binary, "--api-sock", sandbox->api_socket_, "--config-file",
+                                  file};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    sandbox->console_on_stdout_ = true;
+    sandbox->launch(std::move(args));
+    return sandbox;
+  }
+
   // Waits until the API socket exists; false (and why) if the VMM exited or the deadline
   // passed.
   bool wait_for_api(std::chrono::seconds deadline, std::string& why) {
@@ -270,6 +290,9 @@ class Sandbox {
       const std::string log = (dir_ / "vmm.log").string();
       std::freopen(log.c_str(), "w", stderr);
       std::freopen("/dev/null", "r", stdin);
+      if (console_on_stdout_) {
+        std::freopen(console_.c_str(), "w", stdout);
+      }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -287,6 +310,7 @@ class Sandbox {
   std::string vsock_;
   std::string console_;
   std::string api_socket_;
+  bool console_on_stdout_ = false;  // the VMM writes the console to stdout
   pid_t pid_ = -1;
   int exit_status_ = -1;
 };

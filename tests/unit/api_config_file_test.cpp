@@ -94,7 +94,7 @@ TEST_F(ApiConfigFile, TheSameRequestsThroughTheApiMakeTheSameVm) {
   ASSERT_OK(requests.set_boot_source(
       {kernel_, "", std::string("console=ttyS0 reboot=k panic=1 pci=off")}));
   ASSERT_OK(requests.put_drive({"rootfs", rootfs_, true, false, ""}));
-  ASSERT_OK(requests.update_machine_config({2, 1024}));
+  ASSERT_OK(requests.update_machine_config({2, 1024, false}));
   ASSERT_OK(requests.put_network_interface({"net1", "tap0", "06:00:AC:10:00:02"}));
   ASSERT_OK(requests.set_vsock({3, dir_.file("v.sock")}));
   requests.set_entropy(

@@ -61,16 +61,34 @@ TEST_F(ApiPrebootConfig, BootSourceChecksItsFilesAndDefaultsTheCommandLine) {
 }
 
 TEST_F(ApiPrebootConfig, MachineConfigIsCheckedWholeBeforeAnythingChanges) {
-  ASSERT_OK(preboot_.update_machine_config({2, 256}));
-  EXPECT_THAT(error_of(preboot_.update_machine_config({0, 512})),
+  ASSERT_OK(preboot_.update_machine_config({2, 256, false}));
+  EXPECT_THAT(error_of(preboot_.update_machine_config({0, 512, false})),
               HasSubstr("'vcpu_count' 0 is out of range: give 1 to"));
-  EXPECT_THAT(error_of(preboot_.update_machine_config({std::nullopt, 0})),
+  EXPECT_THAT(error_of(preboot_.update_machine_config({std::nullopt, 0, std::nullopt})),
               HasSubstr("'mem_size_mib' 0 is out of range"));
   EXPECT_EQ(preboot_.config().vcpus, 2u);
   EXPECT_EQ(preboot_.config().memory_mib, 256u);
-  ASSERT_OK(preboot_.update_machine_config({std::nullopt, 512}));  // PATCH: the rest stays
+  ASSERT_OK(
+      preboot_.update_machine_config({std::nullopt, 512, std::nullopt}));  // PATCH: the rest stays
   EXPECT_EQ(preboot_.config().vcpus, 2u);
   EXPECT_EQ(preboot_.config().memory_mib, 512u);
+}
+
+// Firecracker's smt: two threads per core, so 1 or an even number of vCPUs.
+TEST_F(ApiPrebootConfig, SmtNeedsOneOrAnEvenNumberOfVcpusAndAPatchKeepsIt) {
+  ASSERT_OK(preboot_.update_machine_config({4, 256, true}));
+  EXPECT_TRUE(preboot_.config().smt);
+  EXPECT_THAT(error_of(preboot_.update_machine_config({3, std::nullopt, std::nullopt})),
+              HasSubstr("'vcpu_count' 3 with 'smt': true: each core has two threads"));
+  EXPECT_EQ(preboot_.config().vcpus, 4u);
+  ASSERT_OK(preboot_.update_machine_config({1, std::nullopt, std::nullopt}));
+  EXPECT_TRUE(preboot_.config().smt);
+  ASSERT_OK(preboot_.update_machine_config({3, 256, false}));  // a PUT without smt
+  EXPECT_FALSE(preboot_.config().smt);
+  ASSERT_OK(preboot_.update_machine_config({2, std::nullopt, true}));
+  ASSERT_OK(preboot_.set_boot_source({file("vmlinux"), "", std::nullopt}));
+  ASSERT_OK_AND_ASSIGN(auto boot, preboot_.boot_config());
+  EXPECT_TRUE(boot.smt) << "InstanceStart boots it with SMT";
 }
 
 TEST_F(ApiPrebootConfig, TheRootDriveGoesFirstAndADriveIsReplacedUnderItsId) {
@@ -93,15 +111,20 @@ TEST_F(ApiPrebootConfig, TheRootDriveGoesFirstAndADriveIsReplacedUnderItsId) {
   EXPECT_EQ(preboot_.config().drives[0].id, "data");
 }
 
-TEST_F(ApiPrebootConfig, ADriveIsRefusedForASecondRootAMissingFileALongIdOrABadPartuuid) {
+// firecracker-containerd's stub drives have base32 ids of 21 characters and more.
+TEST_F(ApiPrebootConfig, ADriveIdLongerThanItsSerialIsTaken) {
+  const std::string id = "stubMFRGGZDFMZTWQ2LKNNWG23TP";
+  ASSERT_OK(preboot_.put_drive(drive(id, false)));
+  ASSERT_EQ(preboot_.config().drives.size(), 1u);
+  EXPECT_EQ(preboot_.config().drives[0].id, id);
+}
+
+TEST_F(ApiPrebootConfig, ADriveIsRefusedForASecondRootAMissingFileOrABadPartuuid) {
   ASSERT_OK(preboot_.put_drive(drive("rootfs", true)));
   EXPECT_THAT(error_of(preboot_.put_drive(drive("other", true))),
               HasSubstr("drive 'other': two root drives"));
   EXPECT_THAT(error_of(preboot_.put_drive({"gone", dir_.file("gone.img"), false, false, ""})),
               HasSubstr("drive 'gone': drive " + dir_.file("gone.img").string()));
-  EXPECT_THAT(error_of(preboot_.put_drive(drive("a-drive-id-of-21-byte", false))),
-              HasSubstr("is longer than 20 bytes: dsec-vmm gives it to the guest as the disk's "
-                        "serial"));
   DriveRequest injected = drive("rootfs", true);
   injected.partuuid = "1234 init=/bin/sh";
   EXPECT_THAT(error_of(preboot_.put_drive(injected)), HasSubstr("is not a partition UUID"));

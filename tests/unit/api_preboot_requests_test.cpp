@@ -70,11 +70,17 @@ TEST(ApiPrebootRequests, MachineConfigPutNeedsBothSizesAndPatchAtLeastOneField) 
   ASSERT_OK_AND_ASSIGN(auto put, machine_config(R"({"vcpu_count": 2, "mem_size_mib": 256,
       "smt": false, "track_dirty_pages": false, "cpu_template": "None", "huge_pages": "None"})",
                                                 Update::kWhole));
-  EXPECT_EQ(put, (MachineConfigUpdate{2, 256}));
+  EXPECT_EQ(put, (MachineConfigUpdate{2, 256, false}));
   EXPECT_THAT(error_of(machine_config(R"({"vcpu_count": 2})", Update::kWhole)),
               HasSubstr("'mem_size_mib' is missing in the body"));
   ASSERT_OK_AND_ASSIGN(auto patch, machine_config(R"({"mem_size_mib": 512})", Update::kPartial));
-  EXPECT_EQ(patch, (MachineConfigUpdate{std::nullopt, 512}));
+  EXPECT_EQ(patch, (MachineConfigUpdate{std::nullopt, 512, std::nullopt}));
+  // A PUT without smt turns it off, as Firecracker's default; a PATCH leaves it.
+  ASSERT_OK_AND_ASSIGN(auto no_smt,
+                       machine_config(R"({"vcpu_count": 2, "mem_size_mib": 8})", Update::kWhole));
+  EXPECT_EQ(no_smt.smt, false);
+  ASSERT_OK_AND_ASSIGN(auto smt, machine_config(R"({"smt": true})", Update::kPartial));
+  EXPECT_EQ(smt, (MachineConfigUpdate{std::nullopt, std::nullopt, true}));
   EXPECT_THAT(error_of(machine_config("{}", Update::kPartial)),
               HasSubstr("the body changes nothing"));
   EXPECT_THAT(error_of(machine_config(R"({"vcpu_count": "2", "mem_size_mib": 1})", Update::kWhole)),
@@ -88,8 +94,8 @@ TEST(ApiPrebootRequests, MachineConfigPutNeedsBothSizesAndPatchAtLeastOneField) 
 }
 
 TEST(ApiPrebootRequests, MachineConfigRefusesWhatThisVmmCannotDo) {
-  EXPECT_THAT(error_of(machine_config(R"({"smt": true})", Update::kPartial)),
-              HasSubstr("'smt': true is not supported"));
+  EXPECT_THAT(error_of(machine_config(R"({"smt": 1})", Update::kPartial)),
+              HasSubstr("'smt' in the body must be a boolean"));
   EXPECT_THAT(error_of(machine_config(R"({"track_dirty_pages": true})", Update::kPartial)),
               HasSubstr("'track_dirty_pages': true is not supported: dsec-vmm has no diff"));
   EXPECT_THAT(error_of(machine_config(R"({"cpu_template": "T2"})", Update::kPartial)),
@@ -239,6 +245,8 @@ TEST(ApiPrebootRequests, VsockEntropyLoggerAndActions) {
       "show_level": true, "show_log_origin": true})"));
   EXPECT_EQ(log, (LoggerRequest{"/run/fc.log", LogLevel::kDebug, true, true}));
   EXPECT_THAT(error_of(logger(R"({"level": "Loud"})")), HasSubstr("'level' must be one of"));
+  ASSERT_OK_AND_ASSIGN(auto warn, logger(R"({"level": "warn"})"));  // Firecracker takes it
+  EXPECT_EQ(warn.level, LogLevel::kWarning);
   EXPECT_THAT(error_of(logger(R"({"module": "api_server"})")),
               HasSubstr("'module' in the body is not supported"));
 

@@ -105,7 +105,8 @@ TEST_F(ApiServerTest, PipelinedRequestsOnOneConnectionAreAnsweredInOrder) {
   const auto running = answer.find("\"state\":\"Running\"");
   const auto no_content = answer.find("HTTP/1.1 204 No Content");
   const auto paused = answer.find("\"state\":\"Paused\"");
-  const auto not_found = answer.find("HTTP/1.1 404 Not Found");
+  const auto not_found = answer.find("HTTP/1.1 400 Bad Request");
+  EXPECT_THAT(answer, HasSubstr("Invalid request method and/or path: GET /nope."));
   ASSERT_NE(running, std::string::npos) << answer;
   ASSERT_NE(no_content, std::string::npos) << answer;
   ASSERT_NE(paused, std::string::npos) << answer;
@@ -129,7 +130,8 @@ TEST_F(ApiServerTest, TheClientCarriesTheVmmsFaultMessage) {
               HasSubstr("the VMM refused PATCH /vm (400): there is no VM yet"));
   const auto missing = client_.get("/balloon");
   ASSERT_FALSE(missing);
-  EXPECT_THAT(missing.error().message(), HasSubstr("(404): no such resource"));
+  EXPECT_THAT(missing.error().message(),
+              HasSubstr("(400): Invalid request method and/or path: GET /balloon."));
 }
 
 TEST_F(ApiServerTest, ASecondServerOnALiveSocketIsRefused) {

@@ -155,6 +155,20 @@ TEST(SnapshotConfig, TheRootDriveAndTheInterfacesIdSurviveASnapshot) {
   EXPECT_EQ(back.net, c.net);
 }
 
+// A snapshot's vCPUs keep the CPUID they had; GET /machine-config of its restores says smt.
+TEST(SnapshotConfig, SmtSurvivesASnapshotAndAnOlderSnapshotHasNone) {
+  MachineConfig c = full_config();
+  c.vcpus = 4;
+  c.smt = true;
+  ASSERT_OK_AND_ASSIGN(auto back, snapshot_config_from_json(snapshot_config_to_json(c)));
+  EXPECT_TRUE(back.smt);
+  c.smt = false;
+  const std::string older = snapshot_config_to_json(c);
+  EXPECT_EQ(older.find("smt"), std::string::npos) << "written only when set";
+  ASSERT_OK_AND_ASSIGN(auto none, snapshot_config_from_json(older));
+  EXPECT_FALSE(none.smt);
+}
+
 TEST(SnapshotConfig, RateLimitersSurviveASnapshot) {
   MachineConfig c = full_config();
   c.drives[0].rate_limiter.ops =

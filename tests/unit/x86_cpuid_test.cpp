@@ -95,7 +95,7 @@ const kvm_cpuid_entry2& find(const std::vector<kvm_cpuid_entry2>& table, uint32_
 
 std::vector<kvm_cpuid_entry2> cpuid_for(const std::vector<kvm_cpuid_entry2>& host, uint32_t index,
                                         uint32_t count, bool tsc_deadline = false) {
-  return vcpu_cpuid(host, {index, count, tsc_deadline}).value();
+  return vcpu_cpuid(host, {index, count, tsc_deadline, 1}).value();
 }
 
 TEST(X86Cpuid, EachVcpuSeesItsOwnApicId) {
@@ -187,6 +187,56 @@ TEST(X86Cpuid, AmdLeavesCountCores) {
   EXPECT_EQ(ext.ecx & 0x7ff, 0u);
 }
 
+// Firecracker's smt: vCPUs 2k and 2k+1 are the threads of core k, in every leaf a Linux
+// guest reads its topology from.
+TEST(X86Cpuid, WithSmtEachCoreHasTwoThreads) {
+  const auto intel =
+      vcpu_cpuid(
+          intel_host(true),
+          {.vcpu_index = 3, .vcpu_count = 6, .tsc_deadline_timer = false, .threads_per_core = 2})
+          .value();
+  for (const uint32_t leaf : {0xbu, 0x1fu}) {
+    SCOPED_TRACE(leaf);
+    const kvm_cpuid_entry2& smt = find(intel, leaf, 0);
+    EXPECT_EQ(smt.eax, 1u) << "one bit of APIC ID for the thread";
+    EXPECT_EQ(smt.ebx, 2u) << "two threads per core";
+    const kvm_cpuid_entry2& core = find(intel, leaf, 1);
+    EXPECT_EQ(core.eax, 3u);
+    EXPECT_EQ(core.ebx, 6u) << "six threads in the package";
+    EXPECT_EQ(core.edx, 3u);
+  }
+  for (uint32_t index = 0; index < 4; ++index) {
+    const kvm_cpuid_entry2& cache = find(intel, 4, index);
+    EXPECT_EQ(cache.eax >> 26, 2u) << "3 cores per package";
+    const uint32_t level = (cache.eax >> 5) & 7;
+    EXPECT_EQ((cache.eax >> 14) & 0xfff, level == 3 ? 5u : 1u) << "a core's caches: 2 threads";
+  }
+  auto amd_host_without_topoext = amd_host();
+  for (kvm_cpuid_entry2& e : amd_host_without_topoext) {
+    if (e.function == 0x80000001) e.ecx &= ~kCpuidTopoExtBit;
+  }
+  const auto amd =
+      vcpu_cpuid(
+          amd_host_without_topoext,
+          {.vcpu_index = 3, .vcpu_count = 4, .tsc_deadline_timer = false, .threads_per_core = 2})
+          .value();
+  const kvm_cpuid_entry2& ext = find(amd, 0x8000001e);
+  EXPECT_EQ(ext.ebx & 0xff, 1u) << "vCPU 3 is in core 1";
+  EXPECT_EQ((ext.ebx >> 8) & 0xff, 1u) << "two threads per core, less one";
+  EXPECT_EQ(find(amd, 0x80000008).ecx & 0xff, 3u) << "four threads, less one";
+  EXPECT_NE(find(amd, 0x80000001).ecx & kCpuidTopoExtBit, 0u) << "Linux reads 0x8000001E then";
+  const auto no_smt = cpuid_for(amd_host_without_topoext, 0, 4);
+  EXPECT_EQ(find(no_smt, 0x80000001).ecx & kCpuidTopoExtBit, 0u)
+      << "without SMT the host's bit stays as it was";
+}
+
+TEST(X86Cpuid, SmtWithAnOddVcpuCountIsRefusedAndOneVcpuIsACore) {
+  EXPECT_FALSE(vcpu_cpuid(intel_host(true), {0, 3, false, 2}));
+  EXPECT_FALSE(vcpu_cpuid(intel_host(true), {0, 2, false, 3}));
+  const auto one = vcpu_cpuid(intel_host(true), {0, 1, false, 2}).value();
+  EXPECT_EQ(find(one, 0xb, 0).ebx, 1u);
+}
+
 TEST(X86Cpuid, NestedVirtualizationIsHidden) {
   // Intel: VMX in leaf 1 ECX (the host table's 0x77fafbff has it).
   const auto intel = intel_host(true);
@@ -248,9 +298,9 @@ TEST(X86Cpuid, OtherLeavesPassThrough) {
 
 TEST(X86Cpuid, BadIndexOrCountIsAnError) {
   const auto host = intel_host(true);
-  EXPECT_THAT(vcpu_cpuid(host, {2, 2, false}).error().message(), HasSubstr("vCPU 2 of 2"));
-  EXPECT_FALSE(vcpu_cpuid(host, {0, 0, false}).has_value());
-  EXPECT_FALSE(vcpu_cpuid(host, {0, 255, false}).has_value());
+  EXPECT_THAT(vcpu_cpuid(host, {2, 2, false, 1}).error().message(), HasSubstr("vCPU 2 of 2"));
+  EXPECT_FALSE(vcpu_cpuid(host, {0, 0, false, 1}).has_value());
+  EXPECT_FALSE(vcpu_cpuid(host, {0, 255, false, 1}).has_value());
 }
 
 }  // namespace

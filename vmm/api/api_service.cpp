@@ -5,8 +5,13 @@
 namespace dsec::api {
 
 Result<std::unique_ptr<ApiService>> ApiService::bind(const std::string& socket_path,
-                                                     std::string instance_id) {
-  auto server = http::HttpServer::bind(socket_path);
+                                                     std::string instance_id,
+                                                     size_t max_body_bytes) {
+  http::HttpLimits limits;
+  if (max_body_bytes != 0) {
+    limits.max_body_bytes = max_body_bytes;
+  }
+  auto server = http::HttpServer::bind(socket_path, limits);
   if (!server) {
     return std::unexpected(server.error().with_context("--api-sock"));
   }

@@ -21,9 +21,11 @@ class ApiService {
   // How often the metrics are written without a FlushMetrics, as Firecracker does.
   static constexpr std::chrono::seconds kMetricsPeriod{60};
 
-  // Binds `socket_path`. `instance_id` is what GET / calls the VMM.
+  // Binds `socket_path`. `instance_id` is what GET / calls the VMM. A request whose body
+  // is over `max_body_bytes` (0: HttpLimits' default) is refused.
   static Result<std::unique_ptr<ApiService>> bind(const std::string& socket_path,
-                                                  std::string instance_id);
+                                                  std::string instance_id,
+                                                  size_t max_body_bytes = 0);
   ApiService(const ApiService&) = delete;
   ApiService& operator=(const ApiService&) = delete;
   ~ApiService() { stop(); }

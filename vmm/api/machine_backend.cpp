@@ -197,6 +197,14 @@ Status MachineBackend::set_drive_rate_limiter(size_t index,
   return vm->set_drive_rate_limiter(index, limiter);
 }
 
+Status MachineBackend::set_drive_file(size_t index, const std::string& path) {
+  auto* vm = this->vm();
+  if (vm == nullptr) {
+    return fail("there is no VM");
+  }
+  return vm->set_drive_file(index, path);
+}
+
 Status MachineBackend::set_net_rate_limiters(const devices::RateLimiterConfig& rx,
                                              const devices::RateLimiterConfig& tx) {
   auto* vm = this->vm();

@@ -53,6 +53,7 @@ class MachineBackend final : public VmBackend {
   Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter) override;
   Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
                                const devices::RateLimiterConfig& tx) override;
+  Status set_drive_file(size_t index, const std::string& path) override;
   Status configure_logger(const LoggerRequest& request) override;
   Status configure_metrics(const std::string& path) override;
   Status flush_metrics() override;

@@ -30,27 +30,28 @@ Status PrebootConfig::set_boot_source(const BootSourceRequest& request) {
 Status PrebootConfig::update_machine_config(const MachineConfigUpdate& update) {
   const uint32_t vcpus = update.vcpu_count.value_or(config_.vcpus);
   const uint64_t memory_mib = update.mem_size_mib.value_or(config_.memory_mib);
+  const bool smt = update.smt.value_or(config_.smt);
   if (vcpus == 0 || vcpus > x86_64::kMaxVcpus) {
     return fail(
         fmt::format("'vcpu_count' {} is out of range: give 1 to {}", vcpus, x86_64::kMaxVcpus));
+  }
+  if (smt && vcpus > 1 && vcpus % 2 != 0) {
+    return fail(fmt::format(
+        "'vcpu_count' {} with 'smt': true: each core has two threads; give 1 or an even number",
+        vcpus));
   }
   if (memory_mib == 0 || memory_mib > x86_64::kMaxRamBytes / x86_64::kMiB) {
     return fail(fmt::format("'mem_size_mib' {} is out of range: give 1 to {}", memory_mib,
                             x86_64::kMaxRamBytes / x86_64::kMiB));
   }
   config_.vcpus = vcpus;
+  config_.smt = smt;
   config_.memory_mib = memory_mib;
   configures_a_boot_ = true;
   return ok();
 }
 
 Status PrebootConfig::put_drive(const DriveRequest& request) {
-  if (request.drive_id.size() > 20) {
-    return fail(fmt::format(
-        "'drive_id' \"{}\" is longer than 20 bytes: dsec-vmm gives it to the guest as the disk's "
-        "serial (VIRTIO_BLK_T_GET_ID), which holds 20",
-        request.drive_id));
-  }
   const machine::DriveConfig drive{.path = request.path_on_host,
                                    .read_only = request.is_read_only,
                                    .id = request.drive_id,

@@ -56,9 +56,10 @@ bool is_id_char(char c) {
 // The body's id, which must be a valid id and match the path's.
 Result<std::string> resource_id(JsonObject& body, const char* name, PathId path_id) {
   auto id = DSEC_TRY(body.string(name));
-  if (id.size() > 64 || !std::ranges::all_of(id, is_id_char)) {
-    return fail(fmt::format("'{}' \"{}\" is not an id: give 1 to 64 letters, digits, '_' or '-'",
-                            name, id));
+  // Firecracker's checked_id sets no length; the request's size bounds it.
+  if (!std::ranges::all_of(id, is_id_char)) {
+    return fail(
+        fmt::format("'{}' \"{}\" is not an id: give letters, digits, '_' or '-'", name, id));
   }
   if (path_id && *path_id != id) {
     return fail(fmt::format("'{}' \"{}\" in the body does not match \"{}\" in the path", name, id,
@@ -90,7 +91,10 @@ Result<MachineConfigUpdate> parse_machine_config(JsonObject body, Update update)
   if (update == Update::kWhole || body.has("mem_size_mib")) {
     request.mem_size_mib = DSEC_TRY(body.unsigned_int("mem_size_mib"));
   }
-  DSEC_TRY(refuse_true(body, "smt", "dsec-vmm gives each vCPU a core of its own"));
+  request.smt = DSEC_TRY(body.optional_boolean("smt"));
+  if (update == Update::kWhole) {
+    request.smt = request.smt.value_or(false);  // a PUT's default, as Firecracker's
+  }
   DSEC_TRY(refuse_true(body, "track_dirty_pages",
                        "dsec-vmm has no diff snapshots (its snapshots are Full)"));
   if (const auto t = DSEC_TRY(body.optional_string("cpu_template")); t && *t != "None") {
@@ -106,9 +110,8 @@ Result<MachineConfigUpdate> parse_machine_config(JsonObject body, Update update)
         "transparent huge pages; give \"None\" or \"Transparent\"");
   }
   DSEC_TRY(body.finish());
-  if (update == Update::kPartial && !request.vcpu_count && !request.mem_size_mib &&
-      !body.has("smt") && !body.has("track_dirty_pages") && !body.has("cpu_template") &&
-      !body.has("huge_pages")) {
+  if (update == Update::kPartial && !request.vcpu_count && !request.mem_size_mib && !request.smt &&
+      !body.has("track_dirty_pages") && !body.has("cpu_template") && !body.has("huge_pages")) {
     return fail("the body changes nothing: give at least one field of the machine configuration");
   }
   return request;
@@ -164,8 +167,7 @@ devices::RateLimiterConfig RateLimiterUpdate::applied_to(
 Result<DriveUpdate> parse_drive_update(JsonObject body, PathId path_id) {
   DriveUpdate update;
   update.drive_id = DSEC_TRY(resource_id(body, "drive_id", path_id));
-  DSEC_TRY(body.refuse("path_on_host",
-                       "dsec-vmm cannot give a running VM's drive another file; leave it out"));
+  update.path_on_host = DSEC_TRY(body.optional_string("path_on_host"));
   update.rate_limiter = DSEC_TRY(rate_limiter_update(body, "rate_limiter"));
   DSEC_TRY(body.finish());
   return update;
@@ -200,12 +202,14 @@ Result<EntropyRequest> parse_entropy(JsonObject body) {
 Result<LoggerRequest> parse_logger(JsonObject body) {
   LoggerRequest request;
   request.log_path = DSEC_TRY(body.optional_string("log_path")).value_or("");
+  // Firecracker's LevelFilter::from_str, which takes "Warn" too.
   constexpr std::array kLevels{
-      std::pair{"Error", LogLevel::kError}, std::pair{"Warning", LogLevel::kWarning},
-      std::pair{"Info", LogLevel::kInfo},   std::pair{"Debug", LogLevel::kDebug},
-      std::pair{"Trace", LogLevel::kTrace}, std::pair{"Off", LogLevel::kOff}};
+      std::pair{"Error", LogLevel::kError},  std::pair{"Warning", LogLevel::kWarning},
+      std::pair{"Warn", LogLevel::kWarning}, std::pair{"Info", LogLevel::kInfo},
+      std::pair{"Debug", LogLevel::kDebug},  std::pair{"Trace", LogLevel::kTrace},
+      std::pair{"Off", LogLevel::kOff}};
   if (const auto level = DSEC_TRY(optional_choice(
-          body, "level", {"Error", "Warning", "Info", "Debug", "Trace", "Off"}, true))) {
+          body, "level", {"Error", "Warning", "Warn", "Info", "Debug", "Trace", "Off"}, true))) {
     request.level = std::ranges::find(kLevels, *level, [](const auto& l) {
                       return std::string_view(l.first);
                     })->second;

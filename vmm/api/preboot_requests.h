@@ -33,20 +33,21 @@ struct BootSourceRequest {
 Result<BootSourceRequest> parse_boot_source(JsonObject body);
 
 // PUT /machine-config (vcpu_count and mem_size_mib required) and PATCH /machine-config
-// (at least one field). smt and track_dirty_pages are taken when false, cpu_template when
+// (at least one field). smt as given; track_dirty_pages is taken when false, cpu_template when
 // "None", huge_pages when "None" or "Transparent" (guest memory is advised transparent huge
 // pages either way).
 enum class Update { kWhole, kPartial };
 struct MachineConfigUpdate {
   std::optional<uint32_t> vcpu_count;
   std::optional<uint64_t> mem_size_mib;
+  std::optional<bool> smt;  // a PUT's is always set (false when left out)
   bool operator==(const MachineConfigUpdate&) const = default;
 };
 Result<MachineConfigUpdate> parse_machine_config(JsonObject body, Update update);
 
 // A resource's id, from the path (/drives/{drive_id}) and the body, which must agree; a
-// --config-file gives only the body's (path_id nullopt). 1 to 64 letters, digits, '_'
-// or '-'.
+// --config-file gives only the body's (path_id nullopt). ASCII letters, digits, '_' or
+// '-', at least one, of any length as in Firecracker (which takes '_' and alphanumerics).
 using PathId = std::optional<std::string_view>;
 
 // PUT /drives/{drive_id} {"drive_id", "path_on_host", "is_root_device", "is_read_only",
@@ -78,8 +79,8 @@ Result<NetworkInterfaceRequest> parse_network_interface(JsonObject body, PathId 
 // PATCH /drives/{drive_id} {"drive_id", "path_on_host", "rate_limiter"} and PATCH
 // /network-interfaces/{iface_id} {"iface_id", "rx_rate_limiter", "tx_rate_limiter"}: a
 // running VM's device. A bucket given replaces the device's, one left out stays as it is
-// (size 0 turns it off), as in Firecracker. A new path_on_host is refused: the guest's disk
-// stays the file it started with.
+// (size 0 turns it off), as in Firecracker. A drive's path_on_host, when given, is its new
+// file.
 struct RateLimiterUpdate {
   std::optional<devices::TokenBucketConfig> bandwidth;
   std::optional<devices::TokenBucketConfig> ops;
@@ -89,6 +90,7 @@ struct RateLimiterUpdate {
 };
 struct DriveUpdate {
   std::string drive_id;
+  std::optional<std::string> path_on_host;  // absent: the file stays
   RateLimiterUpdate rate_limiter{};
   bool operator==(const DriveUpdate&) const = default;
 };

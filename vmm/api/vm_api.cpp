@@ -13,6 +13,7 @@
 namespace dsec::api {
 
 const char* const kVmmVersion = DSEC_VMM_VERSION;
+const char* const kFirecrackerVersion = "1.16.1";
 
 namespace {
 

@@ -30,6 +30,9 @@ namespace dsec::api {
 
 // The version GET / reports.
 extern const char* const kVmmVersion;
+// The Firecracker release whose API (its swagger) and command line this VMM follows, which
+// `dsec-vmm firecracker --version` reports as Firecracker does.
+extern const char* const kFirecrackerVersion;
 
 class VmApi {
  public:
@@ -62,7 +65,8 @@ class VmApi {
   // vm_api_preboot.cpp: Firecracker's pre-boot configuration and the actions.
   void add_preboot_routes();
   Status act(std::string_view body);
-  // PATCH /drives/{id}, /network-interfaces/{id}: a running VM's rate limiters.
+  // PATCH /drives/{id} (a new file, rate limiters), /network-interfaces/{id} (rate
+  // limiters): a running VM's devices.
   Status patch_drive(std::string_view body, const std::string& drive_id);
   Status patch_network_interface(std::string_view body, const std::string& iface_id);
   // The VM's configuration; an error unless there is a VM.
@@ -75,7 +79,7 @@ class VmApi {
   VmBackend& backend_;
   std::string instance_id_;
   PrebootConfig preboot_;
-  http::Router router_;
+  http::Router router_{http::Router::Unmatched::kFirecracker};
 };
 
 }  // namespace dsec::api

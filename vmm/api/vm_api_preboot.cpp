@@ -86,6 +86,10 @@ Status VmApi::patch_drive(std::string_view body, const std::string& drive_id) {
   const auto& drives = config.drives;
   for (size_t i = 0; i < drives.size(); ++i) {
     if ((drives[i].id.empty() ? machine::guest_drive_name(i) : drives[i].id) == drive_id) {
+      // The file first, as Firecracker does: a file that cannot be the disk changes nothing.
+      if (update.path_on_host) {
+        DSEC_TRY(backend_.set_drive_file(i, *update.path_on_host));
+      }
       return backend_.set_drive_rate_limiter(
           i, update.rate_limiter.applied_to(drives[i].rate_limiter));
     }

@@ -44,6 +44,9 @@ class VmBackend {
                                         const devices::RateLimiterConfig& limiter) = 0;
   virtual Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
                                        const devices::RateLimiterConfig& tx) = 0;
+  // Called only while the VM runs or is paused: drive `index`'s disk is the file at `path`
+  // (PATCH /drives/{id} with path_on_host); one that cannot be changes nothing.
+  virtual Status set_drive_file(size_t index, const std::string& path) = 0;
   // The VMM's own log (PUT /logger); called only before there is a VM.
   virtual Status configure_logger(const LoggerRequest& request) = 0;
   // Firecracker's metrics (PUT /metrics): opens `path`, a file or a FIFO, for the metrics

@@ -22,7 +22,7 @@ json rate_limiter_or_null(const devices::RateLimiterConfig& limiter) {
 json machine_config_json(const machine::MachineConfig& config) {
   return {{"vcpu_count", config.vcpus},
           {"mem_size_mib", config.memory_mib},
-          {"smt", false},
+          {"smt", config.smt},
           {"track_dirty_pages", false}};
 }
 

@@ -30,6 +30,9 @@ void add_warm_command(CLI::App& app, CommandAction& action,
 // `dsec-vmm serve`: a fresh VMM that waits for PUT /snapshot/load (serve.cpp).
 void add_serve_command(CLI::App& app, CommandAction& action,
                        std::chrono::steady_clock::time_point process_start);
+// `dsec-vmm firecracker`: Firecracker's command line for `serve`'s VMM (firecracker.cpp).
+void add_firecracker_command(CLI::App& app, CommandAction& action,
+                             std::chrono::steady_clock::time_point process_start);
 // `dsec-vmm snapshot create|pause|resume`: a client of a VMM's API socket (snapshot.cpp).
 void add_snapshot_command(CLI::App& app, CommandAction& action);
 

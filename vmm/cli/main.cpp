@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
@@ -31,6 +33,14 @@ void limit_thread_stacks() {
   pthread_attr_destroy(&attr);
 }
 
+// Started as `firecracker` (a symlink installed under Firecracker's name), the binary is
+// `dsec-vmm firecracker`: the tools that exec Firecracker pass its options alone.
+bool started_as_firecracker(const char* argv0) {
+  const std::string_view name(argv0 == nullptr ? "" : argv0);
+  const size_t slash = name.rfind('/');
+  return name.substr(slash == std::string_view::npos ? 0 : slash + 1) == "firecracker";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -52,13 +62,20 @@ int main(int argc, char** argv) try {
   dsec::cli::add_warm_command(app, action, process_start);
   dsec::cli::add_restore_command(app, action, process_start);
   dsec::cli::add_serve_command(app, action, process_start);
+  dsec::cli::add_firecracker_command(app, action, process_start);
   dsec::cli::add_snapshot_command(app, action);
   dsec::cli::add_smoke_command(app, action);
   dsec::cli::add_exec_command(app, action);
   dsec::cli::add_image_command(app, action);
   dsec::cli::add_pool_command(app, action);
 
-  CLI11_PARSE(app, argc, argv);
+  std::vector<char*> args(argv, argv + argc);
+  if (argc > 0 && started_as_firecracker(argv[0])) {
+    static char subcommand[] = "firecracker";
+    args.insert(args.begin() + 1, subcommand);
+    app.name("dsec-vmm");  // its help's usage line: "dsec-vmm firecracker [OPTIONS]"
+  }
+  CLI11_PARSE(app, static_cast<int>(args.size()), args.data());
   return action();
 } catch (const std::exception& e) {
   // Nothing is meant to throw past a command (errors are values); if something does, say

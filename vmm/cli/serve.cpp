@@ -16,6 +16,7 @@
 #include "vmm/cli/commands.h"
 #include "vmm/cli/log_output.h"
 #include "vmm/cli/seccomp_option.h"
+#include "vmm/cli/serve_command.h"
 #include "vmm/cli/serve_vm.h"
 #include "vmm/cli/vm_signals.h"
 #include "vmm/io/signal_watcher.h"
@@ -26,15 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct ServeCommandOptions {
-  ApiOptions api;
-  bool no_api = false;
-  std::string config_file;
-  ConsoleOptions console;
-  double agent_timeout_s = 30;
-  seccomp::Mode seccomp = seccomp::Mode::kOn;
-};
-
 // What the host decides of any VM this VMM runs: its console (--console and its limit,
 // already opened into `host`), the process start and the seccomp policy.
 Status host_settings(const ServeCommandOptions& options, machine::MachineConfig& host,
@@ -44,29 +36,42 @@ Status host_settings(const ServeCommandOptions& options, machine::MachineConfig&
   return ok();
 }
 
-// --config-file: the file's VM and its metrics path, its logger configured first.
-Result<std::pair<machine::MachineConfig, std::string>> config_file_vm(const std::string& path) {
+// Prints "dsec-vmm <command>: <message>" on stderr and returns `status`.
+int failed(const ServeCommandOptions& options, const Error& error, int status) {
+  (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command, error.message().c_str());
+  return status;
+}
+
+// --config-file: the file's VM and its metrics path (or --metrics-path's), its logger
+// configured first.
+Result<std::pair<machine::MachineConfig, std::string>> config_file_vm(
+    const ServeCommandOptions& options) {
+  const std::string& path = options.config_file;
   const auto file = DSEC_TRY(api::read_config_file(path));
   if (const auto& logger = file.logger; logger.has_value()) {
     if (auto logged = configure_log(*logger); !logged) {
       return std::unexpected(logged.error().with_context("--config-file " + path + ": logger"));
     }
   }
-  return std::pair{DSEC_TRY(file.preboot.boot_config()), file.metrics_path.value_or("")};
+  if (file.metrics_path && !options.metrics_path.empty()) {
+    return fail("--config-file " + path + ": \"metrics\" and --metrics-path both name the metrics",
+                "give one of them: the metrics are configured once, as in Firecracker");
+  }
+  return std::pair{DSEC_TRY(file.preboot.boot_config()),
+                   file.metrics_path.value_or(options.metrics_path)};
 }
 
 // --config-file: the file's VM, booted at once and run to its end as `run` does.
 int boot_config_file(const ServeCommandOptions& options, const machine::MachineConfig& host,
                      Clock::time_point process_start) {
-  auto config = config_file_vm(options.config_file);
+  auto config = config_file_vm(options);
   if (!config) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", config.error().message().c_str());
-    return 1;
+    return failed(options, config.error(), 1);
   }
   auto& [vm_config, metrics_path] = *config;
   machine::take_host_settings(vm_config, host);
   return serve_vm([&vm_config] { return machine::Machine::create(vm_config); },
-                  {.command = "serve",
+                  {.command = options.command,
                    .metrics_file = {},
                    .before_start = {},
                    .after_start = {},
@@ -75,19 +80,24 @@ int boot_config_file(const ServeCommandOptions& options, const machine::MachineC
                   process_start);
 }
 
+}  // namespace
+
 int serve_main(const ServeCommandOptions& options, Clock::time_point process_start) {
   if (options.api.socket.empty() && !options.no_api) {
-    (void)std::fprintf(stderr,
-                       "dsec-vmm serve: give --api-sock PATH, or --no-api with --config-file\n");
-    return 1;
+    return failed(options, Error("give --api-sock PATH, or --no-api with --config-file"), 1);
+  }
+  // First, as Firecracker does: what the VMM logs from here on goes there too.
+  if (options.logger) {
+    if (auto logged = configure_log(*options.logger); !logged) {
+      return failed(options, logged.error(), 1);
+    }
   }
   machine::MachineConfig host;
   auto console = open_console(options.console, host, true);
   const Status settled =
       console ? host_settings(options, host, process_start) : std::unexpected(console.error());
   if (!settled) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", settled.error().message().c_str());
-    return 1;
+    return failed(options, settled.error(), 1);
   }
   if (!options.config_file.empty()) {
     return boot_config_file(options, host, process_start);
@@ -100,22 +110,26 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
 
   // Before any thread, as serve_vm does: only the watcher sees these.
   DSEC_BLOCK_VM_SIGNALS(signals);
-  auto service = api::ApiService::bind(options.api.socket, options.api.id);
+  auto service =
+      api::ApiService::bind(options.api.socket, options.api.id, options.api.max_body_bytes);
   if (!service) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", service.error().message().c_str());
-    return 1;
+    return failed(options, service.error(), 1);
   }
   const seccomp::Policy& policy = settings.host.seccomp;
   // The API thread parses every request from a caller, so its filter goes in before it
   // reads the first one: it builds no VM (the main thread does, in run_builds()).
   if (auto launched = (*service)->launch([&policy] { return policy.apply(seccomp::Role::kApi); });
       !launched) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", launched.error().message().c_str());
-    return 3;
+    return failed(options, launched.error(), 3);
   }
-  if (auto serving = (*service)->serve(std::make_unique<api::MachineBackend>(settings)); !serving) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", serving.error().message().c_str());
-    return 3;
+  auto fresh = std::make_unique<api::MachineBackend>(settings);
+  if (!options.metrics_path.empty()) {
+    if (auto opened = fresh->configure_metrics(options.metrics_path); !opened) {
+      return failed(options, opened.error(), 1);
+    }
+  }
+  if (auto serving = (*service)->serve(std::move(fresh)); !serving) {
+    return failed(options, serving.error(), 3);
   }
   api::MachineBackend& backend = *(*service)->backend();
   auto watcher = io::SignalWatcher::start(
@@ -133,8 +147,7 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
         return filtered;
       });
   if (!watcher) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", watcher.error().message().c_str());
-    return 3;
+    return failed(options, watcher.error(), 3);
   }
   // This thread builds and starts the VM that the API's boot or load asks for (the API
   // thread's filter allows no VM to be made); every thread of the VMM runs then, and this
@@ -145,7 +158,7 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
     return 0;
   }
   if (auto filtered = policy.apply(seccomp::Role::kMain); !filtered) {
-    (void)std::fprintf(stderr, "dsec-vmm serve: %s\n", filtered.error().message().c_str());
+    (void)failed(options, filtered.error(), 3);
     backend.stop("the main thread: " + filtered.error().message());
     vm->wait();
     (*service)->stop();
@@ -159,8 +172,6 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
   }
   return report_exit(exit);
 }
-
-}  // namespace
 
 void add_serve_command(CLI::App& app, CommandAction& action, Clock::time_point process_start) {
   auto options = std::make_shared<ServeCommandOptions>();

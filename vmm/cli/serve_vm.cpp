@@ -103,7 +103,8 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
   DSEC_BLOCK_VM_SIGNALS(signals);
   std::unique_ptr<api::ApiService> bound_api;
   if (!options.api.socket.empty()) {
-    auto bound = api::ApiService::bind(options.api.socket, options.api.id);
+    auto bound =
+        api::ApiService::bind(options.api.socket, options.api.id, options.api.max_body_bytes);
     if (!bound) {
       (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
                          bound.error().message().c_str());

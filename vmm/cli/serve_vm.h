@@ -20,8 +20,9 @@ namespace dsec::cli {
 
 // --api-sock and --id: the VMM's API (docs/api.md).
 struct ApiOptions {
-  std::string socket;  // empty: no API
-  std::string id;      // GET /'s "id"
+  std::string socket;         // empty: no API
+  std::string id;             // GET /'s "id"
+  size_t max_body_bytes = 0;  // the largest request body taken; 0: the server's default
 };
 // Registers them on `command`; `what` ends --api-sock's description.
 void add_api_options(CLI::App& command, ApiOptions& options, const std::string& what);
@@ -52,9 +53,9 @@ struct ConsoleOptions {
 void add_console_options(CLI::App& command, ConsoleOptions& options);
 
 // Caps the VMM's log on stderr at --log-limit. Opens --console (created or truncated) and
-// points `config`'s console at it, with its size limit; without --console the output stays on stdout, unlimited. With `input`, the guest
-// reads stdin when stdin is a terminal or the output is stdout. Returns the file (an empty
-// fd for stdout), which must outlive the VM.
+// points `config`'s console at it, with its size limit; without --console the output stays on
+// stdout, unlimited. With `input`, the guest reads stdin when stdin is a terminal or the output is
+// stdout. Returns the file (an empty fd for stdout), which must outlive the VM.
 Result<UniqueFd> open_console(const ConsoleOptions& options, machine::MachineConfig& config,
                               bool input);
 

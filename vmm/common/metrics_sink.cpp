@@ -7,14 +7,14 @@
 
 namespace dsec {
 
-Result<MetricsSink> MetricsSink::open(const std::string& path) {
+Result<MetricsSink> MetricsSink::open(const std::string& path, std::string what) {
   // O_RDWR: opening a FIFO write-only and non-blocking fails (ENXIO) while it has no reader.
   const int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_NONBLOCK | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return fail_errno("cannot open the metrics file " + path, errno,
+    return fail_errno("cannot open " + what + " " + path, errno,
                       "give a path to a FIFO or a file this process can write");
   }
-  return MetricsSink(path, UniqueFd(fd));
+  return MetricsSink(path, std::move(what), UniqueFd(fd));
 }
 
 Status MetricsSink::write_line(std::string_view line) {
@@ -28,11 +28,11 @@ Status MetricsSink::write_line(std::string_view line) {
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
     return fail_errno(
-        "metrics: writing to " + path_, errno,
+        "writing to " + what_ + " " + path_, errno,
         errno == EAGAIN ? "the FIFO is full: read it; this line was dropped" : std::string());
   }
   if (static_cast<size_t>(n) != whole.size()) {
-    return fail("metrics: " + path_ + " took " + std::to_string(n) + " of the line's " +
+    return fail(what_ + " " + path_ + " took " + std::to_string(n) + " of the line's " +
                     std::to_string(whole.size()) + " bytes; the rest was dropped",
                 "read the FIFO faster");
   }

@@ -82,12 +82,29 @@ std::vector<Router::RouteName> Router::routes() const {
   return names;
 }
 
+HttpResponse Router::refusal(const HttpRequest& request, const std::string& allowed) const {
+  if (unmatched_ == Unmatched::kFirecracker) {
+    // Firecracker's RequestError::InvalidPathMethod, for an unknown path and for a method
+    // its path does not take alike.
+    return HttpResponse::fault(fmt::format("Invalid request method and/or path: {} {}.",
+                                           request.method_text, request.path));
+  }
+  if (allowed.empty()) {
+    return HttpResponse::fault(fmt::format("no such resource: {}", request.path), 404);
+  }
+  auto response = HttpResponse::fault(fmt::format("{} {}: method not allowed (allowed: {})",
+                                                  request.method_text, request.path, allowed),
+                                      405);
+  response.headers.emplace_back("Allow", allowed);
+  return response;
+}
+
 void Router::route(const HttpRequest& request, Responder respond) const {
   // A path is exact: "//vm" or "/vm/" is another path than "/vm", as in Firecracker.
   if (request.path.empty() || request.path.front() != '/' ||
       (request.path.size() > 1 && request.path.back() == '/') ||
       request.path.find("//") != std::string::npos) {
-    respond(HttpResponse::fault(fmt::format("no such resource: {}", request.path), 404));
+    respond(refusal(request, ""));
     return;
   }
   const auto segments = split(request.path);
@@ -104,15 +121,7 @@ void Router::route(const HttpRequest& request, Responder respond) const {
     allowed += allowed.empty() ? "" : ", ";
     allowed += method_name(r.method);
   }
-  if (allowed.empty()) {
-    respond(HttpResponse::fault(fmt::format("no such resource: {}", request.path), 404));
-    return;
-  }
-  auto response = HttpResponse::fault(fmt::format("{} {}: method not allowed (allowed: {})",
-                                                  request.method_text, request.path, allowed),
-                                      405);
-  response.headers.emplace_back("Allow", allowed);
-  respond(std::move(response));
+  respond(refusal(request, allowed));
 }
 
 }  // namespace dsec::http

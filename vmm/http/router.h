@@ -1,7 +1,8 @@
-// Method and path to handler, the way Firecracker's API answers: a path no route has is
-// 404, a known path with a method it does not take is 405 (with Allow), each with a
-// fault_message. Paths are patterns of segments, where "{name}" matches any one non-empty
-// segment and hands it to the handler, so that Firecracker's pre-boot resources
+// Method and path to handler. A path no route has is 404, a known path with a method it
+// does not take is 405 (with Allow), each with a fault_message; or, as Firecracker's API
+// answers both, 400 "Invalid request method and/or path: METHOD PATH.". Paths are patterns of
+// segments, where "{name}" matches any one non-empty segment and hands it to the handler, so that
+// Firecracker's pre-boot resources
 // (/drives/{drive_id}, /network-interfaces/{iface_id}) fit as routes of their own.
 #pragma once
 
@@ -16,6 +17,13 @@ namespace dsec::http {
 
 class Router {
  public:
+  // How a request no route takes is answered.
+  enum class Unmatched {
+    kNotFoundOrNotAllowed,  // 404, or 405 with Allow
+    kFirecracker,           // 400, Firecracker's fault_message
+  };
+  explicit Router(Unmatched unmatched = Unmatched::kNotFoundOrNotAllowed) : unmatched_(unmatched) {}
+
   // The request, and the segments the pattern's "{...}" matched, in order.
   using Handler =
       std::function<HttpResponse(const HttpRequest& request, const std::vector<std::string>& args)>;
@@ -52,6 +60,10 @@ class Router {
   static bool matches(const Route& route, const std::vector<std::string>& segments,
                       std::vector<std::string>& args);
 
+  // The answer to a request no route takes; `allowed` lists the methods its path takes.
+  HttpResponse refusal(const HttpRequest& request, const std::string& allowed) const;
+
+  Unmatched unmatched_;
   std::vector<Route> routes_;
 };
 

@@ -55,9 +55,6 @@ Status check_drives(const std::vector<DriveConfig>& drives) {
   const DriveConfig* root = nullptr;
   for (const auto& drive : drives) {
     DSEC_TRY(check_vm_file(drive.path, "drive", /*block_device=*/true));
-    if (drive.id.size() > 20) {
-      return fail("drive " + drive.path + ": id '" + drive.id + "' is longer than 20 bytes");
-    }
     if (drive.is_root) {
       if (root != nullptr) {
         return fail("two root drives: " + root->path + " and " + drive.path,

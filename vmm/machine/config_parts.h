@@ -15,7 +15,7 @@ namespace dsec::machine {
 // The file exists and is a regular file, or, with `block_device`, a block device. `what`
 // begins the message ("kernel", "initrd_path").
 Status check_vm_file(const std::string& path, const std::string& what, bool block_device = false);
-// Each drive's file, id (at most 20 bytes) and partuuid; at most one root drive.
+// Each drive's file and partuuid; at most one root drive.
 Status check_drives(const std::vector<DriveConfig>& drives);
 // The CID is not reserved and the socket's path is free.
 Status check_vsock(const VsockConfig& vsock);

@@ -172,9 +172,11 @@ Status Machine::boot_vcpus(const x86_64::LoadedKernel& kernel) {
   for (auto& thread : vcpus_) {
     kvm::Vcpu& vcpu = thread->vcpu();
     const uint32_t id = vcpu.id();
-    auto cpuid = DSEC_TRY(x86_64::vcpu_cpuid(
-        supported,
-        {.vcpu_index = id, .vcpu_count = config_.vcpus, .tsc_deadline_timer = tsc_deadline}));
+    auto cpuid =
+        DSEC_TRY(x86_64::vcpu_cpuid(supported, {.vcpu_index = id,
+                                                .vcpu_count = config_.vcpus,
+                                                .tsc_deadline_timer = tsc_deadline,
+                                                .threads_per_core = config_.smt ? 2U : 1U}));
     DSEC_TRY(vcpu.set_cpuid2(cpuid));
     DSEC_TRY(vcpu.set_msrs(msrs));
     DSEC_TRY(vcpu.set_fpu(x86_64::boot_fpu()));
@@ -202,6 +204,15 @@ Status Machine::set_drive_rate_limiter(size_t index, const devices::RateLimiterC
   }
   DSEC_TRY(virtio_->set_drive_rate_limiter(index, limiter));
   config_.drives.at(index).rate_limiter = limiter;
+  return ok();
+}
+
+Status Machine::set_drive_file(size_t index, const std::string& path) {
+  if (ended()) {
+    return fail("the VM has ended");
+  }
+  DSEC_TRY(virtio_->replace_drive_file(index, path));
+  config_.drives.at(index).path = path;
   return ok();
 }
 

@@ -106,6 +106,10 @@ class Machine {
   Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter);
   Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
                                const devices::RateLimiterConfig& tx);
+  // Firecracker's PATCH /drives/{id} with path_on_host: drive `index`'s disk is the file at
+  // `path` from now on, and the guest is told its new size; config() (and a snapshot) has
+  // the new path. A file that cannot be the disk changes nothing. On the API's thread.
+  Status set_drive_file(size_t index, const std::string& path);
   // Ends the VM (idempotent). wait() then returns kStopped unless it had ended already.
   void stop(std::string why = "stop requested");
   // Ends the VM as failed by the VMM (exit status 3): a thread of the VMM cannot do its job.

@@ -50,6 +50,10 @@ Status validate(const MachineConfig& config, BuildMode mode) {
     return fail("--vcpus " + std::to_string(config.vcpus) + " is out of range",
                 "give 1 to " + std::to_string(x86_64::kMaxVcpus));
   }
+  if (config.smt && config.vcpus > 1 && config.vcpus % 2 != 0) {
+    return fail(std::to_string(config.vcpus) + " vCPUs with SMT: each core has two threads",
+                "give 1 or an even number of vCPUs");
+  }
   if (config.memory_mib == 0) {
     return fail("--memory 0: a VM needs memory", "give a size in MiB");
   }

@@ -23,7 +23,8 @@ inline constexpr const char* kDefaultCmdline = "console=ttyS0 reboot=k panic=-1 
 struct DriveConfig {
   std::string path;
   bool read_only = false;
-  std::string id;  // GET_ID's answer (at most 20 bytes); empty: derived from the file
+  // The drive's id; its first 20 bytes are GET_ID's answer. Empty: one derived from the file.
+  std::string id;
   // The guest's root file system (Firecracker's is_root_device): its command line gets
   // root=/dev/vdX, or root=PARTUUID=<partuuid> when one is given, then ro or rw. At most
   // one drive of a VM.
@@ -71,6 +72,9 @@ struct MachineConfig {
   std::string initrd_path;  // optional
   std::string cmdline;
   uint32_t vcpus = 1;
+  // Firecracker's smt: the guest sees vCPUs 2k and 2k+1 as the two threads of one core
+  // (an even vcpus, or 1); otherwise each vCPU is a core of its own.
+  bool smt = false;
   uint64_t memory_mib = 128;
   // A vmlinux's pages: copied (the faster boot) or shared copy-on-write from the page
   // cache with every VM booting the same file (x86_64::KernelPages).

@@ -23,6 +23,7 @@ Result<MachineConfig> read_config(std::string_view text) {
   }
   MachineConfig config;
   config.vcpus = DSEC_TRY(j.unsigned_int32("vcpus"));
+  config.smt = DSEC_TRY(j.optional_boolean("smt")).value_or(false);
   config.memory_mib = DSEC_TRY(j.unsigned_int("memory_mib"));
   config.expect_clean_shutdown_announcement =
       DSEC_TRY(j.boolean("expect_clean_shutdown_announcement"));
@@ -71,6 +72,9 @@ std::string snapshot_config_to_json(const MachineConfig& config) {
   json j;
   j["format"] = kFormat;
   j["vcpus"] = config.vcpus;
+  if (config.smt) {
+    j["smt"] = true;  // only when set: snapshots without it read as before
+  }
   j["memory_mib"] = config.memory_mib;
   j["expect_clean_shutdown_announcement"] = config.expect_clean_shutdown_announcement;
   j["drives"] = json::array();
@@ -135,7 +139,8 @@ Status check_no_host_path_from_snapshot(MachineConfig& config, const RestoreOver
   for (size_t i = 0; i < config.drives.size(); ++i) {
     if (i >= o.drive_paths.size() || !o.drive_paths[i].has_value()) {
       return fail("the snapshot's drive " + std::to_string(i + 1) + " ('" + config.drives[i].id +
-                      "') names the host file " + config.drives[i].path + ", and no --drive replaces it",
+                      "') names the host file " + config.drives[i].path +
+                      ", and no --drive replaces it",
                   kHint);
     }
   }

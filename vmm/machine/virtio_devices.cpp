@@ -208,6 +208,13 @@ Status VirtioDevices::set_drive_rate_limiter(size_t index,
   return ok();
 }
 
+Status VirtioDevices::replace_drive_file(size_t index, const std::string& path) {
+  if (index >= drives_.size()) {
+    return fail(fmt::format("the VM has {} drives, none at index {}", drives_.size(), index));
+  }
+  return drives_[index]->replace_disk(path);
+}
+
 Status VirtioDevices::set_net_rate_limiters(const virtio::NetRateLimiters& limiters) {
   if (net_ == nullptr) {
     return fail("the VM has no network interface");

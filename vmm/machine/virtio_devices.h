@@ -110,6 +110,9 @@ class VirtioDevices {
   // request, set on the loop's thread (run_on_loop). Any thread but the loop's.
   Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter);
   Status set_net_rate_limiters(const virtio::NetRateLimiters& limiters);
+  // The `index`th drive's disk is the file at `path` from now on (VirtioBlock::replace_disk:
+  // the guest is told of the new size). Any thread.
+  Status replace_drive_file(size_t index, const std::string& path);
   // A restored VM's vsock lets every host process's connection through (its clone sync is
   // done: VirtioVsock::admit_every_connection); nothing without a vsock device. Any
   // thread but the loop's.

@@ -7,6 +7,8 @@
 // mmap and mprotect never with PROT_EXEC, no fork, clone or execve, socket only AF_UNIX.
 #include "vmm/seccomp/allow_lists.h"
 
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -39,27 +41,29 @@ void append(std::vector<SyscallRule>& to, const std::vector<SyscallRule>& group)
 // as a thread ends), take locks, read clocks, log to stderr, and end.
 std::vector<SyscallRule> every_thread() {
   // malloc and free; never executable memory
-  return rules::joined(rules::memory(), {
-      // std::mutex, std::condition_variable, joins
-      allow("futex"),
-      // clocks the vDSO cannot answer
-      allow("clock_gettime"),
-      allow("gettimeofday"),
-      // the log (spdlog, on stderr), and the report of a violation
-      allow("write"),
-      // signal handlers return (the vCPU kick), an interrupted call restarts, and
-      // pthread_kill blocks signals around its tgkill
-      allow("rt_sigreturn"),
-      allow("restart_syscall"),
-      allow("rt_sigprocmask"),
-      // abort() stays an abort: SIGABRT, to this process only
-      allow("getpid"),
-      allow("gettid"),
-      allow_if("tgkill", {equals(0, own_pid()), equals(2, SIGABRT)}),
-      // the thread's end, or the VMM's
-      allow("exit"),
-      allow("exit_group"),
-  });
+  return rules::joined(
+      rules::memory(),
+      {
+          // std::mutex, std::condition_variable, joins
+          allow("futex"),
+          // clocks the vDSO cannot answer
+          allow("clock_gettime"),
+          allow("gettimeofday"),
+          // the log (spdlog, on stderr), and the report of a violation
+          allow("write"),
+          // signal handlers return (the vCPU kick), an interrupted call restarts, and
+          // pthread_kill blocks signals around its tgkill
+          allow("rt_sigreturn"),
+          allow("restart_syscall"),
+          allow("rt_sigprocmask"),
+          // abort() stays an abort: SIGABRT, to this process only
+          allow("getpid"),
+          allow("gettid"),
+          allow_if("tgkill", {equals(0, own_pid()), equals(2, SIGABRT)}),
+          // the thread's end, or the VMM's
+          allow("exit"),
+          allow("exit_group"),
+      });
 }
 
 // The vCPU kick (VcpuThread::kick: SIGRTMIN to a vCPU thread of this process), sent by
@@ -244,6 +248,11 @@ std::vector<SyscallRule> api() {
   append(rules, {ioctl(KVM_IRQ_LINE)});
   // PUT /logger: the log file is opened for appending (openat above), which seeks to its end
   append(rules, {allow("lseek")});
+  // PATCH /drives/{id} with path_on_host: the new file opened (openat, newfstatat above) and
+  // checked as a disk (VirtioBlock::replace_disk): a block device's size, then its
+  // O_NONBLOCK cleared
+  append(rules, {ioctl(BLKGETSIZE64), allow_if("fcntl", {equals(1, F_GETFL)}),
+                 allow_if("fcntl", {equals(1, F_SETFL)})});
   return rules;
 }
 

@@ -51,17 +51,19 @@ kvm_cpuid_entry2 make_entry(uint32_t function, uint32_t index, uint32_t flags, u
   return entry;
 }
 
-// Leaves 0xB and 0x1F: whatever levels the host listed, the guest gets SMT (1 thread),
-// core (n cores) and the terminating invalid level, each with the x2APIC ID in EDX.
+// Leaves 0xB and 0x1F: whatever levels the host listed, the guest gets SMT (`threads` per
+// core), core (n threads in the package) and the terminating invalid level, each with the
+// x2APIC ID in EDX.
 void replace_topology_leaf(std::vector<kvm_cpuid_entry2>& entries, uint32_t leaf, uint32_t apic_id,
-                           uint32_t n) {
+                           uint32_t n, uint32_t threads) {
   const auto removed = std::erase_if(
       entries, [leaf](const kvm_cpuid_entry2& entry) { return entry.function == leaf; });
   if (removed == 0) {
     return;
   }
   constexpr uint32_t kFlags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX;
-  entries.push_back(make_entry(leaf, 0, kFlags, 0, 1, kLevelSmt << 8, apic_id));
+  entries.push_back(
+      make_entry(leaf, 0, kFlags, id_bits(threads), threads, kLevelSmt << 8, apic_id));
   entries.push_back(make_entry(leaf, 1, kFlags, id_bits(n), n, (kLevelCore << 8) | 1, apic_id));
   entries.push_back(make_entry(leaf, 2, kFlags, 0, 0, 2, apic_id));
 }
@@ -78,7 +80,16 @@ Result<std::vector<kvm_cpuid_entry2>> vcpu_cpuid(std::span<const kvm_cpuid_entry
                     "count",
                     apic_id, n, kMaxVcpus));
   }
+  if ((config.threads_per_core != 1 && config.threads_per_core != 2) ||
+      (config.threads_per_core == 2 && n > 1 && n % 2 != 0)) {
+    return fail(fmt::format("CPUID for {} vCPUs: {} threads per core does not fit", n,
+                            config.threads_per_core),
+                "give 1 thread per core, or 2 with an even vCPU count");
+  }
+  // The APIC ID's low bit is the thread's number in its core (Intel SDM 10.12.4's layout).
+  const uint32_t threads = n > 1 ? config.threads_per_core : 1;
   std::vector<kvm_cpuid_entry2> entries(supported.begin(), supported.end());
+  const bool amd_topology = find(entries, 0x8000001e) != nullptr;
 
   for (kvm_cpuid_entry2& entry : entries) {
     switch (entry.function) {
@@ -107,13 +118,17 @@ Result<std::vector<kvm_cpuid_entry2>> vcpu_cpuid(std::span<const kvm_cpuid_entry
           break;
         }
         const uint32_t level = (entry.eax >> 5) & 0x7;
-        const uint32_t sharing = level >= 3 ? n - 1 : 0;  // L1/L2 per core, L3 per package
+        // L1/L2 per core (its threads share them), L3 per package.
+        const uint32_t sharing = level >= 3 ? n - 1 : threads - 1;
         entry.eax &= ~((0x3fU << 26) | (0xfffU << 14));
-        entry.eax |= (std::min<uint32_t>(n - 1, 0x3f) << 26) | (sharing << 14);
+        entry.eax |= (std::min<uint32_t>(n / threads - 1, 0x3f) << 26) | (sharing << 14);
         break;
       }
       case 0x80000001:
         entry.ecx &= ~kCpuidSvmBit;
+        if (threads > 1 && amd_topology) {
+          entry.ecx |= kCpuidTopoExtBit;
+        }
         break;
       case kCpuidSvmFeaturesLeaf:
         entry.eax = entry.ebx = entry.ecx = entry.edx = 0;
@@ -123,17 +138,17 @@ Result<std::vector<kvm_cpuid_entry2>> vcpu_cpuid(std::span<const kvm_cpuid_entry
         entry.ecx = (entry.ecx & ~0xf0ffU) | (n - 1) | (id_bits(n) << 12);
         break;
       case 0x8000001e:
-        // Extended APIC ID; compute unit (core) ID with 1 thread each; node 0 of 1.
+        // Extended APIC ID; compute unit (core) ID and its threads less one; node 0 of 1.
         entry.eax = apic_id;
-        entry.ebx = (entry.ebx & ~0xffffU) | apic_id;
+        entry.ebx = (entry.ebx & ~0xffffU) | ((threads - 1) << 8) | (apic_id / threads);
         entry.ecx &= ~0x7ffU;
         break;
       default:
         break;
     }
   }
-  replace_topology_leaf(entries, 0xb, apic_id, n);
-  replace_topology_leaf(entries, 0x1f, apic_id, n);
+  replace_topology_leaf(entries, 0xb, apic_id, n, threads);
+  replace_topology_leaf(entries, 0x1f, apic_id, n, threads);
 
   // KVM lists its paravirtual leaves in the supported table since Linux 2.6.3x; add them
   // where it did not, with the kvmclock features every KVM has.

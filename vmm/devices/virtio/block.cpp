@@ -43,6 +43,9 @@ void put_le(std::vector<uint8_t>& bytes, uint64_t offset, T value) {
 
 // A request handed to the loop: what is left of it and how to answer it.
 struct InFlight {
+  // The disk's file when the request came: a file replaced since (PATCH /drives) stays
+  // open until its last request ends, and the rest of a short transfer goes to it too.
+  std::shared_ptr<const UniqueFd> file;
   uint64_t generation = 0;  // the activation it belongs to
   uint16_t head = 0;
   uint64_t status_gpa = 0;
@@ -76,17 +79,22 @@ struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
   Core(std::string disk_path, UniqueFd disk_fd, BlockDeviceState disk_state, GuestMemory& mem,
        io::EventLoop& event_loop)
       : path(std::move(disk_path)),
-        fd(std::move(disk_fd)),
+        file(std::make_shared<const UniqueFd>(std::move(disk_fd))),
         state(disk_state),
         memory(mem),
         loop(event_loop) {
-    limits.capacity_sectors = state.capacity_sectors;
     limits.read_only = state.read_only;
     limits.max_segments = kBlockSegMax;
     config.resize(blk_config::kSize);
-    put_le<uint64_t>(config, blk_config::kCapacity, state.capacity_sectors);
+    set_capacity(state.capacity_sectors);
     put_le<uint32_t>(config, blk_config::kSegMax, kBlockSegMax);
     put_le<uint32_t>(config, blk_config::kBlkSize, static_cast<uint32_t>(kSectorSize));
+  }
+
+  void set_capacity(uint64_t sectors) {
+    state.capacity_sectors = sectors;
+    limits.capacity_sectors = sectors;
+    put_le<uint64_t>(config, blk_config::kCapacity, sectors);
   }
 
   // All below run with `mutex` held.
@@ -104,8 +112,8 @@ struct VirtioBlock::Core : std::enable_shared_from_this<VirtioBlock::Core> {
   // wait for the next notification or the caller's process_queue().
   void set_rate_limiter(const devices::RateLimiterConfig& limiter_config);
 
-  const std::string path;
-  const UniqueFd fd;
+  std::string path;
+  std::shared_ptr<const UniqueFd> file;  // replaced by replace_disk()
   BlockDeviceState state;  // its id may be replaced by a snapshot's, before activation
   GuestMemory& memory;
   io::EventLoop& loop;
@@ -205,6 +213,7 @@ bool VirtioBlock::Core::start_request(uint16_t head, ParsedBlockRequest parsed) 
     return complete(head, request.status_gpa, kBlkStatusOk, 1);
   }
   auto op = std::make_unique<InFlight>();
+  op->file = file;
   op->generation = generation;
   op->head = head;
   op->status_gpa = request.status_gpa;
@@ -229,16 +238,17 @@ bool VirtioBlock::Core::submit(std::unique_ptr<InFlight> op) {
   const uint64_t status_gpa = op->status_gpa;
   const uint32_t type = op->type;
   const uint64_t offset = op->offset;
-  // Stays valid while `done` owns op (on the heap); the loop copies the array anyway.
+  // Stay valid while `done` owns op (on the heap); the loop copies the array anyway.
   const std::span<const iovec> iovecs = op->iovecs;
+  const int fd = op->file->get();
   auto done = [core = shared_from_this(), op = std::move(op)](int32_t result) mutable {
     const std::lock_guard lock(core->mutex);
     core->on_complete(std::move(op), result);
   };
-  Status submitted =
-      type == kBlkTypeFlush ? loop.submit_fsync(fd.get(), /*datasync=*/true, std::move(done))
-      : type == kBlkTypeIn  ? loop.submit_read(fd.get(), iovecs, offset, std::move(done))
-                            : loop.submit_write(fd.get(), iovecs, offset, std::move(done));
+  Status submitted = type == kBlkTypeFlush
+                         ? loop.submit_fsync(fd, /*datasync=*/true, std::move(done))
+                     : type == kBlkTypeIn ? loop.submit_read(fd, iovecs, offset, std::move(done))
+                                          : loop.submit_write(fd, iovecs, offset, std::move(done));
   if (!submitted) {
     if (const auto suppressed = fault_log.allow()) {
       spdlog::warn("virtio-blk {}: {}{}", path, submitted.error().message(),
@@ -357,27 +367,32 @@ void VirtioBlock::Core::set_rate_limiter(const devices::RateLimiterConfig& limit
   });
 }
 
-Result<std::unique_ptr<VirtioBlock>> VirtioBlock::create(const std::string& path,
-                                                         const BlockOptions& options,
-                                                         GuestMemory& memory, io::EventLoop& loop) {
-  if (options.id.size() > kBlkIdBytes) {
-    return fail(
-        fmt::format("disk {}: id \"{}\" is {} bytes long", path, options.id, options.id.size()),
-        "a virtio-blk id has at most 20 bytes");
-  }
+namespace {
+
+// A disk's file, opened and checked; `st` names it for a derived id.
+struct OpenedDisk {
+  UniqueFd fd;
+  uint64_t capacity_sectors = 0;
+  struct stat st {};
+};
+
+// Opens `path` for a disk: a regular file or a block device, of whole sectors, not empty.
+Result<OpenedDisk> open_disk(const std::string& path, bool read_only) {
   // O_NONBLOCK so that a FIFO put in the file's place cannot hang the open; cleared below,
   // since io_uring answers EAGAIN for files that have it.
-  const int flags = (options.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK;
-  UniqueFd fd(::open(path.c_str(), flags));
+  const int flags = (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK;
+  OpenedDisk disk;
+  disk.fd = UniqueFd(::open(path.c_str(), flags));
+  const UniqueFd& fd = disk.fd;
   if (!fd) {
     return fail_errno(fmt::format("cannot open disk {}{}", path,
-                                  options.read_only ? " for reading" : " for reading and writing"),
+                                  read_only ? " for reading" : " for reading and writing"),
                       errno,
                       errno == EACCES || errno == EROFS
-                          ? (options.read_only ? "" : "attach it read-only if it must not change")
+                          ? (read_only ? "" : "attach it read-only if it must not change")
                           : "");
   }
-  struct stat st {};
+  struct stat& st = disk.st;
   if (::fstat(fd.get(), &st) != 0) {
     return fail_errno("cannot stat disk " + path, errno);
   }
@@ -402,16 +417,26 @@ Result<std::unique_ptr<VirtioBlock>> VirtioBlock::create(const std::string& path
     return fail(fmt::format("disk {} is {} bytes, not a multiple of 512", path, size),
                 fmt::format("pad it to whole sectors: truncate -s %512 {}", path));
   }
+  disk.capacity_sectors = size / kSectorSize;
+  return disk;
+}
 
+}  // namespace
+
+Result<std::unique_ptr<VirtioBlock>> VirtioBlock::create(const std::string& path,
+                                                         const BlockOptions& options,
+                                                         GuestMemory& memory, io::EventLoop& loop) {
+  OpenedDisk disk = DSEC_TRY(open_disk(path, options.read_only));
   BlockDeviceState state;
-  state.capacity_sectors = size / kSectorSize;
+  state.capacity_sectors = disk.capacity_sectors;
   state.read_only = options.read_only;
+  const struct stat& st = disk.st;
   const std::string id = !options.id.empty()
                              ? options.id
                              : fmt::format("{:x}{:x}{:x}", st.st_dev, st.st_rdev, st.st_ino);
   std::copy_n(id.begin(), std::min<std::size_t>(id.size(), kBlkIdBytes), state.id.begin());
 
-  auto core = std::make_shared<Core>(path, std::move(fd), state, memory, loop);
+  auto core = std::make_shared<Core>(path, std::move(disk.fd), state, memory, loop);
   core->set_rate_limiter(options.rate_limiter);
   return std::unique_ptr<VirtioBlock>(new VirtioBlock(std::move(core)));
 }
@@ -486,8 +511,25 @@ std::shared_ptr<devices::BlockMetrics> VirtioBlock::metrics() const {
   return core_->metrics;
 }
 
-const std::string& VirtioBlock::path() const {
+std::string VirtioBlock::path() const {
+  const std::lock_guard lock(core_->mutex);
   return core_->path;
+}
+
+Status VirtioBlock::replace_disk(const std::string& path) {
+  const bool read_only = state().read_only;  // fixed at create()
+  OpenedDisk disk = DSEC_TRY(open_disk(path, read_only));
+  const std::lock_guard lock(core_->mutex);
+  core_->path = path;
+  core_->file = std::make_shared<const UniqueFd>(std::move(disk.fd));
+  core_->set_capacity(disk.capacity_sectors);
+  // A driver reads the new capacity at a configuration change notification (5.2.6.1,
+  // Linux's virtblk_config_changed), as Firecracker's update_disk_image sends it.
+  if (core_->interrupt) {
+    core_->interrupt->signal_config_change();
+  }
+  spdlog::info("virtio-blk: the disk is now {} ({} sectors)", path, disk.capacity_sectors);
+  return ok();
 }
 
 const BlockDeviceState& VirtioBlock::state() const {

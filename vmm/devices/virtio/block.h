@@ -46,7 +46,8 @@ inline constexpr uint64_t kSize = 24;
 
 struct BlockOptions {
   bool read_only = false;
-  // GET_ID's answer, at most 20 bytes; empty: one derived from the file's device and inode.
+  // GET_ID's answer: its first 20 bytes (the serial holds no more, 5.2.6); empty: one
+  // derived from the file's device and inode.
   std::string id;
   // Firecracker's rate_limiter: each request is one op, and a read's or write's data its
   // bytes (a flush or GET_ID none).
@@ -76,7 +77,7 @@ class VirtioBlock final : public VirtioDevice {
  public:
   // Opens `path` (read-only when options.read_only). Fails, naming the file, if it does not
   // exist or cannot be opened, is neither a regular file nor a block device, is empty or
-  // its size is not a multiple of 512, or if options.id is longer than 20 bytes.
+  // its size is not a multiple of 512.
   static Result<std::unique_ptr<VirtioBlock>> create(const std::string& path,
                                                      const BlockOptions& options,
                                                      GuestMemory& memory, io::EventLoop& loop);
@@ -106,7 +107,14 @@ class VirtioBlock final : public VirtioDevice {
   // thread.
   void set_rate_limiter(const devices::RateLimiterConfig& config);
 
-  const std::string& path() const;
+  // Firecracker's PATCH /drives/{id} with path_on_host: the disk is the file at `path` from
+  // the next request on, opened as create() opens one (read-only if the drive is), with its
+  // capacity in the configuration space and, once a driver is active, a configuration
+  // change notification. Requests in flight end on the old file, which is closed after
+  // them. The serial stays. A file that cannot be a disk changes nothing. Any thread.
+  Status replace_disk(const std::string& path);
+
+  std::string path() const;
   const BlockDeviceState& state() const;
   // What the device counted (any thread may read it).
   std::shared_ptr<devices::BlockMetrics> metrics() const;
