@@ -461,6 +461,8 @@ uint64_t VirtioBlock::features() const {
 }
 
 void VirtioBlock::read_config(uint64_t offset, std::span<uint8_t> data) const {
+  // A vCPU's read; replace_disk() rewrites the capacity from the API thread.
+  const std::lock_guard lock(core_->mutex);
   copy_config(core_->config, offset, data);
 }
 
