@@ -337,7 +337,7 @@ def agent_stalled(pool, sandbox_id, vmm_log_path, wait_s=5):
         return None
     before = tail(vmm_log_path, 10**6).count(VMM_ANSWERED_SIGUSR1)
     try:
-        os.kill(sandbox["pid"], signal.SIGUSR1)  # the jail's supervisor passes it on
+        os.kill(sandbox["pid"], signal.SIGUSR1)  # the VMM itself (no supervisor in the pool)
     except OSError:
         return None
     deadline = time.monotonic() + wait_s

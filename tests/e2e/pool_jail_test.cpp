@@ -89,8 +89,7 @@ fs::path cgroup_of(const std::string& id) {
   return fs::path(kCgroupParent) / id;
 }
 
-// The clone's VMM: the one process of its cgroup (the supervisor, the pid the pool reports,
-// stays outside it).
+// The clone's VMM: the one process of its cgroup.
 pid_t vmm_of(const std::string& id) {
   std::istringstream procs(file_text(cgroup_of(id) / "cgroup.procs"));
   std::vector<pid_t> pids;
@@ -148,13 +147,23 @@ uint64_t vmm_rss_outside_guest_kib(pid_t pid, uint64_t guest_bytes) {
 }
 
 // What the pool's jail must show of one clone, from the host's /proc; its uid.
-uint32_t expect_jailed(const std::string& id, const fs::path& state_dir) {
+uint32_t expect_jailed(const std::string& id, pid_t reported_pid, const fs::path& state_dir) {
   const pid_t vmm = vmm_of(id);
   if (vmm <= 0) {
     ADD_FAILURE() << "no VMM in the cgroup of " << id << ": is the clone jailed?";
     return 0;
   }
   const fs::path proc = fs::path("/proc") / std::to_string(vmm);
+  // No supervisor process per clone: the pid the pool reports is the VMM's, pid 1 of its
+  // own pid namespace ("NSpid: HOST_PID 1").
+  EXPECT_EQ(vmm, reported_pid) << "the pool reports the VMM itself";
+  std::istringstream status(file_text(proc / "status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("NSpid:")) {
+      std::cout << id << ": " << line << "\n";
+      EXPECT_TRUE(line.ends_with("\t1")) << line;
+    }
+  }
   const std::string uid = status_field(proc / "status", "Uid");
   const std::string gid = status_field(proc / "status", "Gid");
   std::cout << id << ": VMM pid " << vmm << ", uid " << uid << ", gid " << gid << "\n";
@@ -212,8 +221,8 @@ TEST(PoolJail, EachCloneRunsJailedUnderAUidOfItsOwnWithItsConsoleCapped) {
     ASSERT_EQ(hello.status, 200) << hello.body << daemon.log();
     EXPECT_EQ(json::parse(hello.body)["stdout"], "hello\n");
   }
-  const uint32_t uid_a = expect_jailed(a, state_dir);
-  const uint32_t uid_b = expect_jailed(b, state_dir);
+  const uint32_t uid_a = expect_jailed(a, first["pid"].get<pid_t>(), state_dir);
+  const uint32_t uid_b = expect_jailed(b, second["pid"].get<pid_t>(), state_dir);
   EXPECT_NE(uid_a, uid_b) << "two clones, two uids";
 
   // memory.max: the guest's RAM plus the VMM's overhead (64 MiB by default); and what a

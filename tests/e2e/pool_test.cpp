@@ -275,7 +275,7 @@ TEST(Pool, AVmmKilledWithSigkillIsReportedLostAndReplaced) {
   const auto lost = daemon.request("GET", "/sandboxes/" + id);
   EXPECT_THAT(lost.body, HasSubstr("lost: its VMM killed by signal 9"));
   EXPECT_THAT(daemon.request("GET", "/metrics").body, HasSubstr("dsec_pool_lost_total 1"));
-  // Its jail's supervisor was killed before it could remove the clone's cgroup: the pool did.
+  // A jailed VMM has no supervisor to remove its cgroup: the pool did.
   EXPECT_TRUE(eventually(
       [&] { return !std::filesystem::exists("/sys/fs/cgroup/dsec-vmm-pool/" + id); }, 30s));
   EXPECT_TRUE(eventually([&] { return daemon.count("ready") == 1; })) << "refilled\n"
@@ -301,8 +301,7 @@ TEST(Pool, AHungVmmIsReportedLostKilledAndReplaced) {
   EXPECT_THAT(daemon.request("GET", "/metrics").body, HasSubstr("dsec_pool_hung_total 0"))
       << "a serving clone passes its checks\n"
       << daemon.log();
-  // The whole process group: the pid the pool reports is the jail's supervisor, and the VMM
-  // its child.
+  // The whole process group (the pid the pool reports is the VMM's).
   ASSERT_EQ(::kill(-pid, SIGSTOP), 0);
 
   ASSERT_TRUE(eventually([&] { return daemon.request("GET", "/sandboxes/" + id).status == 410; }))

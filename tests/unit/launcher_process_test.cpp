@@ -77,6 +77,40 @@ TEST_F(LauncherProcessTest, StartsTheVmmWithItsDescriptorsAndTellsHowItEnded) {
   EXPECT_EQ(launcher_->reap(launched->identity.pid).exit_status, std::nullopt);
 }
 
+// A jailed clone (restore --jail-no-supervisor) is pid 1 of a pid namespace of its own, with
+// the signals its VMM reads from a signalfd blocked from its first instruction (pid 1 would
+// drop them otherwise), and the launcher's next child is born in the launcher's namespace
+// again.
+TEST_F(LauncherProcessTest, StartsAJailedCloneAsPid1OfItsOwnPidNamespace) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "a new pid namespace needs root";
+  }
+  std::ofstream(vmm_) << "#!/bin/sh\n"
+                         "echo \"pid: $$\"\n"
+                         // The shell's own mask (a builtin loop: no child of its own).
+                         "while read -r line; do case $line in SigBlk*) echo \"$line\";; "
+                         "esac; done </proc/self/status\n"
+                         "echo ready >&3\n";
+  const std::string log = dir_.file("vmm.log").string();
+  for (const bool own : {true, false, true}) {
+    ASSERT_EQ(::truncate(log.c_str(), 0) == 0 || errno == ENOENT, true);
+    auto launched = launcher_->spawn({vmm_, "restore"}, log, {}, own);
+    ASSERT_TRUE(launched) << launched.error().message();
+    pollfd ended{.fd = launched->pidfd.get(), .events = POLLIN, .revents = 0};
+    ASSERT_EQ(::poll(&ended, 1, 10000), 1);
+    EXPECT_EQ(launcher_->reap(launched->identity.pid).exit_status, 0);
+    const std::string out = test::file_text(log);
+    if (own) {
+      EXPECT_THAT(out, HasSubstr("pid: 1\n"));
+      // SIGINT (2), SIGUSR1 (10), SIGUSR2 (12), SIGTERM (15): bits 1, 9, 11 and 14.
+      EXPECT_THAT(out, HasSubstr("SigBlk:\t0000000000004a02"));
+    } else {
+      EXPECT_THAT(out, HasSubstr("pid: " + std::to_string(launched->identity.pid) + "\n"));
+      EXPECT_THAT(out, HasSubstr("SigBlk:\t0000000000000000"));
+    }
+  }
+}
+
 TEST_F(LauncherProcessTest, StartsNothingButItsVmmsRestore) {
   const std::string log = dir_.file("vmm.log").string();
   for (const std::vector<std::string>& argv :

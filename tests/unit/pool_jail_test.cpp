@@ -49,7 +49,8 @@ TEST(PoolRestoreArgv, AJailedCloneGetsItsDirectoryIdsCgroupAndLimitsThenTheExtra
                   "/run/pool/sandboxes/sb-1/vsock", "--ready-fd", "3",
                   "--no-host-paths-from-snapshot", "--console", "/run/pool/sandboxes/sb-1/console",
                   "--console-limit", "65536", "--log-limit", "32768", "--api-sock",
-                  "/run/pool/sandboxes/sb-1/api", "--jail", "/run/pool/sandboxes/sb-1", "--uid",
+                  "/run/pool/sandboxes/sb-1/api", "--jail", "/run/pool/sandboxes/sb-1",
+                  "--jail-no-supervisor", "--uid",
                   "200007", "--gid", "200007", "--cgroup-parent", "dsec-vmm-pool", "--cgroup",
                   // 256 MiB of guest RAM and 64 MiB for the VMM
                   "memory.max=335544320", "--cgroup", "pids.max=512", "--cgroup",
@@ -160,6 +161,31 @@ TEST_F(PoolJailTest, ACloneItsCgroupsOomKillerEndedIsReportedLostAsSuch) {
   EXPECT_EQ(pool->counters().oom_killed, 1U);
   EXPECT_EQ(pool->counters().lost, 1U);
   EXPECT_THAT(pool->metrics(), HasSubstr("dsec_pool_oom_killed_total 1"));
+}
+
+// A clone's VMM has no supervisor to say so by its exit status: killed by SIGKILL, it is an
+// OOM kill when its cgroup's memory.events counts one, and a plain loss otherwise.
+TEST_F(PoolJailTest, AnUnsupervisedCloneKilledIsReportedOomKilledWhenItsCgroupSaysSo) {
+  auto pool = jailed_pool(JailIdRange{}, "echo ready >&3; sleep 0.3; kill -9 $$");
+  launcher_->set_oom_kills(true);
+  ASSERT_TRUE(pool->register_image(image(0, 1)));
+  const std::string id = take(*pool)["id"];
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(kOperator, id); }));
+  EXPECT_THAT(pool->sandbox_json(kOperator, id).error().message,
+              HasSubstr("lost: its VMM was killed by its cgroup's OOM killer"));
+  EXPECT_EQ(pool->counters().oom_killed, 1U);
+  EXPECT_EQ(pool->counters().lost, 1U);
+}
+
+TEST_F(PoolJailTest, AnUnsupervisedCloneKilledIsAPlainLossWhenItsCgroupCountsNoOomKill) {
+  auto pool = jailed_pool(JailIdRange{}, "echo ready >&3; sleep 0.3; kill -9 $$");
+  ASSERT_TRUE(pool->register_image(image(0, 1)));
+  const std::string id = take(*pool)["id"];
+  ASSERT_TRUE(run_until([&] { return !pool->sandbox_json(kOperator, id); }));
+  EXPECT_THAT(pool->sandbox_json(kOperator, id).error().message,
+              HasSubstr("lost: its VMM killed by signal 9"));
+  EXPECT_EQ(pool->counters().oom_killed, 0U);
+  EXPECT_EQ(pool->counters().lost, 1U);
 }
 
 TEST_F(PoolJailTest, ARestartedPoolAdoptsTheIdOfACloneItFindsRunning) {

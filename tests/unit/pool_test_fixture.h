@@ -39,10 +39,14 @@ class ShellLauncher final : public VmmLauncher {
   }
   // Every clone launched, in order.
   const std::vector<CloneLaunch>& launched() const { return launched_; }
+  // What its cgroup's memory.events would say of every clone once it ended.
+  bool oom_killed(const std::string& /*sandbox_dir*/) override { return oom_kills_; }
+  void set_oom_kills(bool oom_kills) { oom_kills_ = oom_kills; }
 
  private:
   std::string script_;
   std::vector<CloneLaunch> launched_;
+  bool oom_kills_ = false;
 };
 
 // A launcher whose "VMMs" serve: each also has its vsock socket answered by `endpoint`.

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "vmm/cli/cli11.h"
+#include "vmm/jail/supervisor.h"
 #include "vmm/machine/machine.h"
 
 namespace dsec::cli {
@@ -48,6 +49,15 @@ void add_jail_options(CLI::App& command, JailOptions& options) {
       ->needs(jail)
       ->capture_default_str();
   command
+      .add_flag("--jail-no-supervisor", options.no_supervisor,
+                "No supervisor process stays outside the jail: for a VMM that its caller "
+                "started as pid 1 of a new pid namespace with SIGINT, SIGTERM, SIGUSR1 and "
+                "SIGUSR2 blocked, and that the caller reaps, signals directly, and whose "
+                "cgroup it removes once the VMM ended (dsec-vmm pool's clones; it saves a "
+                "process per jail)")
+      ->group(kGroup)
+      ->needs(jail);
+  command
       .add_option("--rlimit-nofile", options.max_open_files,
                   "The jailed VMM's RLIMIT_NOFILE (its RLIMIT_CORE is 0)")
       ->group(kGroup)
@@ -67,7 +77,13 @@ Result<Jail> jail_of(const JailOptions& options) {
     config.cgroup_settings.push_back(DSEC_TRY(jail::parse_cgroup_setting(spec)));
   }
   DSEC_TRY(jail::validate(config));
-  return Jail{.config = std::move(config), .paths = paths};
+  return Jail{.config = std::move(config), .paths = paths, .supervised = !options.no_supervisor};
+}
+
+int run_in_jail(const Jail& jail, const char* command,
+                const std::function<int(jail::JailedProcess&)>& jailed) {
+  return jail.supervised ? jail::run_jailed(jail.config, command, jailed)
+                         : jail::run_jailed_as_pid1(jail.config, command, jailed);
 }
 
 Status jail_serve_paths(const jail::JailPaths& paths, std::string& console,

@@ -25,6 +25,7 @@ struct JailOptions {
   std::vector<std::string> cgroup;  // FILE=VALUE
   std::string cgroup_parent = "dsec-vmm";
   uint64_t max_open_files = 2048;
+  bool no_supervisor = false;  // --jail-no-supervisor: started as pid 1 by its reaper
 
   bool enabled() const { return !dir.empty(); }
 };
@@ -36,8 +37,14 @@ void add_jail_options(CLI::App& command, JailOptions& options);
 struct Jail {
   jail::JailConfig config;
   jail::JailPaths paths;
+  bool supervised = true;  // false: --jail-no-supervisor (jail::run_jailed_as_pid1)
 };
 Result<Jail> jail_of(const JailOptions& options);
+
+// Runs `jailed` in `jail`: under a supervisor (jail::run_jailed), or as the pid 1 its reaper
+// started (jail::run_jailed_as_pid1). `command` names the subcommand in errors.
+int run_in_jail(const Jail& jail, const char* command,
+                const std::function<int(jail::JailedProcess&)>& jailed);
 
 // The paths every VM command has, for a jailed VMM: the console is opened before the
 // pivot (made absolute); the metrics file and the API socket are used after it (inside

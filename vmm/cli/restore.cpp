@@ -191,7 +191,7 @@ int restore_main(const RestoreOptions& options, Clock::time_point process_start)
     (void)std::fprintf(stderr, "dsec-vmm restore: %s\n", jail.error().message().c_str());
     return 1;
   }
-  return jail::run_jailed(jail->config, "restore", [&](jail::JailedProcess& jailed) {
+  return run_in_jail(*jail, "restore", [&](jail::JailedProcess& jailed) {
     return restore_vm(jailed_options, &jailed, process_start);
   });
 }

@@ -95,7 +95,7 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
     (void)std::fprintf(stderr, "dsec-vmm run: %s\n", jail.error().message().c_str());
     return 1;
   }
-  return jail::run_jailed(jail->config, "run", [&](jail::JailedProcess& jailed) {
+  return run_in_jail(*jail, "run", [&](jail::JailedProcess& jailed) {
     return run_vm(*config, jailed_options, &jailed, process_start);
   });
 }

@@ -147,7 +147,11 @@ Status Cgroup::enter() const {
 }
 
 uint64_t Cgroup::oom_kills() const {
-  std::ifstream in(path_ + "/memory.events");
+  return oom_kills_of(path_);
+}
+
+uint64_t oom_kills_of(const std::string& path) {
+  std::ifstream in(path + "/memory.events");
   std::string key;
   uint64_t value = 0;
   while (in >> key >> value) {

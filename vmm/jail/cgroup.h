@@ -31,6 +31,10 @@ class Cgroup {
   // Removes the cgroup; it must have no process left (its last one reaped).
   ~Cgroup();
 
+  // Leaves the cgroup in place for whoever reaps its last process to remove (a jailed VMM
+  // without a supervisor, whose reaper is the pool: jail/supervisor.h).
+  void keep() { path_.clear(); }
+
   const std::string& path() const { return path_; }
 
   // Moves the calling process into the cgroup.
@@ -48,5 +52,8 @@ class Cgroup {
 
   std::string path_;
 };
+
+// memory.events' oom_kill of the cgroup at `path`; 0 when unreadable.
+uint64_t oom_kills_of(const std::string& path);
 
 }  // namespace dsec::jail

@@ -142,6 +142,9 @@ Status JailedProcess::lock_down(const std::vector<std::string>& owned_paths) {
 }
 
 Status JailedProcess::die_with_supervisor() const {
+  if (!supervisor_alive_) {
+    return ok();  // no supervisor (run_jailed_as_pid1): it outlives its reaper, by design
+  }
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
     return fail_errno("jail: PR_SET_PDEATHSIG", errno);
   }

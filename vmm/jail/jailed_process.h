@@ -16,7 +16,8 @@ class JailedProcess {
  public:
   // In the child the supervisor forked (jail/supervisor.h), once in its cgroup: closes
   // every inherited descriptor above stderr but config.kept_fds and `supervisor_alive`
-  // (whose other end only the supervisor holds), dies with the supervisor, makes its own
+  // (whose other end only the supervisor holds), dies with the supervisor (without one,
+  // `supervisor_alive` empty: run_jailed_as_pid1, it dies with nobody), makes its own
   // mount, IPC, UTS and network namespaces (the network one unless
   // config.own_network_namespace is false), makes every mount private to them,
   // bind-mounts the jail directory onto itself and works there.

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "vmm/common/unique_fd.h"
 #include "vmm/jail/cgroup.h"
@@ -18,15 +19,6 @@ namespace dsec::jail {
 namespace {
 
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
-
-sigset_t forwarded_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (const int signo : kForwardedSignals) {
-    sigaddset(&set, signo);
-  }
-  return set;
-}
 
 int report_failure(const char* command, const Error& error) {
   (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", command, error.message().c_str());
@@ -77,6 +69,49 @@ int exit_status_of(int wait_status, const Cgroup& cgroup, const char* command) {
 }
 
 }  // namespace
+
+sigset_t forwarded_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int signo : kForwardedSignals) {
+    sigaddset(&set, signo);
+  }
+  return set;
+}
+
+int run_jailed_as_pid1(const JailConfig& config, const char* command,
+                       const std::function<int(JailedProcess&)>& jailed) {
+  if (::getpid() != 1) {
+    return report_failure(
+        command, Error("jail: --jail-no-supervisor is for a VMM started as pid 1 of a new pid "
+                       "namespace by the process that reaps it (dsec-vmm pool's launcher)",
+                       0, "leave it out: the VMM then supervises its own jail"));
+  }
+  // Already blocked by whoever started it, or a signal sent before the VMM reads them would
+  // have been dropped (pid 1 of a namespace discards what it neither blocks nor handles).
+  const sigset_t forwarded = forwarded_signals();
+  (void)::sigprocmask(SIG_BLOCK, &forwarded, nullptr);
+  int status = 1;
+  if (auto cgroup = Cgroup::create(config); !cgroup) {
+    status = report_failure(command, cgroup.error());
+  } else if (auto entered = cgroup->enter(); !entered) {
+    status = report_failure(command, entered.error());
+  } else {
+    // /proc is still the host's: its "self" is this process's pid there.
+    std::error_code error;
+    const auto host_pid = std::filesystem::read_symlink("/proc/self", error);
+    spdlog::info("jail: VMM pid {} in {}, cgroup {} (no supervisor: its reaper removes it)",
+                 error ? "?" : host_pid.string(), config.dir, cgroup->path());
+    cgroup->keep();  // this process is in it until it ends
+    if (auto process = JailedProcess::enter(config, UniqueFd()); !process) {
+      status = report_failure(command, process.error());
+    } else {
+      status = jailed(*process);
+    }
+  }
+  spdlog::default_logger()->flush();
+  return status;
+}
 
 int run_jailed(const JailConfig& config, const char* command,
                const std::function<int(JailedProcess&)>& jailed) {

@@ -3,6 +3,8 @@
 // for it.
 #pragma once
 
+#include <signal.h>
+
 #include <functional>
 
 #include "vmm/jail/jail_config.h"
@@ -22,5 +24,18 @@ inline constexpr int kExitKilled = 6;     // another signal killed it
 // the jail could not be made (the reason on stderr, after "dsec-vmm <command>: ").
 int run_jailed(const JailConfig& config, const char* command,
                const std::function<int(JailedProcess&)>& jailed);
+
+// The forwarded signals above (SIGINT, SIGTERM, SIGUSR1, SIGUSR2).
+sigset_t forwarded_signals();
+
+// The same jail with no supervisor, for a process that its parent started as pid 1 of a new
+// pid namespace with the forwarded signals blocked (the pool's launcher: posix_spawn after
+// unshare(CLONE_NEWPID)). That parent reaps it; whoever started it signals it directly,
+// reads its cgroup's memory.events to tell an OOM kill, and removes its cgroup
+// (cgroup_path(config)) once it ended: made and entered here, the cgroup is left in place.
+// Saves the supervisor's process (about 0.2 MiB) per jailed VMM. Returns `jailed`'s value,
+// or 1 when the jail could not be made (the reason on stderr, as run_jailed).
+int run_jailed_as_pid1(const JailConfig& config, const char* command,
+                       const std::function<int(JailedProcess&)>& jailed);
 
 }  // namespace dsec::jail

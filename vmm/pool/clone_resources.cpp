@@ -60,6 +60,10 @@ ProcessEnd CloneResources::reap(const Sandbox& sandbox) {
   return launcher_->reap(sandbox.pidfd.get(), sandbox.record.process.pid);
 }
 
+bool CloneResources::oom_killed(const Sandbox& sandbox) {
+  return sandbox.jail_id && launcher_->oom_killed(state_.sandbox_dir(sandbox.record.id));
+}
+
 void CloneResources::persist(const Sandbox& sandbox) {
   if (auto written = state_.write_record(sandbox.record); !written) {
     spdlog::error("pool: {}: {}; a restarted daemon will not find it", sandbox.record.id,

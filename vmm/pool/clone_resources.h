@@ -36,6 +36,8 @@ class CloneResources {
                              std::optional<uint32_t> jail_id);
   // Reaps the VMM of `sandbox` if it has ended (never waits), and says how it ended.
   ProcessEnd reap(const Sandbox& sandbox);
+  // Whether the OOM killer of the ended, jailed `sandbox`'s cgroup killed it; before release.
+  bool oom_killed(const Sandbox& sandbox);
   // Writes the sandbox's record, for a daemon started again.
   void persist(const Sandbox& sandbox);
   // Gives back everything `sandbox` held; its VMM has ended.

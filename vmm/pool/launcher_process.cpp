@@ -115,10 +115,15 @@ std::string error_answer(const std::string& why) {
   return answer;
 }
 
-// The launcher's side of a spawn request: [log path, argv...] with the descriptors to pass.
+constexpr std::string_view kOwnPidNamespace = "own-pid-namespace";
+constexpr std::string_view kSamePidNamespace = "same-pid-namespace";
+
+// The launcher's side of a spawn request: [log path, pid namespace, argv...] with the
+// descriptors to pass.
 std::string spawn_answer(const std::string& vmm_binary, const std::vector<std::string>& fields,
                          const std::vector<UniqueFd>& fds, LaunchedVmm& launched) {
-  if (fields.size() < 4 || fields[2] != vmm_binary || fields[3] != "restore") {
+  if (fields.size() < 5 || (fields[2] != kOwnPidNamespace && fields[2] != kSamePidNamespace) ||
+      fields[3] != vmm_binary || fields[4] != "restore") {
     return error_answer("the launcher starts only `" + vmm_binary + " restore`");
   }
   std::vector<int> passed;
@@ -126,8 +131,8 @@ std::string spawn_answer(const std::string& vmm_binary, const std::vector<std::s
   for (const UniqueFd& fd : fds) {
     passed.push_back(fd.get());
   }
-  const std::vector<std::string> argv(fields.begin() + 2, fields.end());
-  auto spawned = spawn_with_ready_pipe(argv, fields[1], passed);
+  const std::vector<std::string> argv(fields.begin() + 3, fields.end());
+  auto spawned = spawn_with_ready_pipe(argv, fields[1], passed, fields[2] == kOwnPidNamespace);
   if (!spawned) {
     return error_answer(spawned.error().message());
   }
@@ -240,10 +245,12 @@ Result<std::string> LauncherProcess::call(const std::string& request, const std:
 
 Result<LaunchedVmm> LauncherProcess::spawn(const std::vector<std::string>& argv,
                                            const std::string& log_path,
-                                           const std::vector<int>& passed) {
+                                           const std::vector<int>& passed,
+                                           bool own_pid_namespace) {
   std::string request;
   put(request, "spawn");
   put(request, log_path);
+  put(request, own_pid_namespace ? kOwnPidNamespace : kSamePidNamespace);
   for (const std::string& arg : argv) {
     put(request, arg);
   }

@@ -7,7 +7,8 @@
 // The launcher starts nothing but the VMM binary it was given, as `VMM restore ...`, and
 // reaps only its own children. The daemon talks to it over a SOCK_SEQPACKET socket pair,
 // one request and its answer at a time (a mutex), descriptors passed with SCM_RIGHTS:
-//   spawn: the argv, the log path and the descriptors the VMM inherits; the answer is the
+//   spawn: the argv, the log path, whether the VMM is pid 1 of a new pid namespace, and the
+//          descriptors the VMM inherits; the answer is the
 //          VMM's pid and start time, its pidfd and the reading end of its ready pipe
 //          (vmm_launcher.h's spawn_with_ready_pipe, run in the launcher);
 //   reap:  a pid whose pidfd became readable; the answer is how it ended.
@@ -38,10 +39,10 @@ class LauncherProcess {
   // init (a daemon started again adopts them through its state records).
   ~LauncherProcess();
 
-  // spawn_with_ready_pipe(argv, log_path, passed), run by the launcher. argv[0] must be the
-  // launcher's VMM binary and argv[1] "restore".
+  // spawn_with_ready_pipe(argv, log_path, passed, own_pid_namespace), run by the launcher.
+  // argv[0] must be the launcher's VMM binary and argv[1] "restore".
   Result<LaunchedVmm> spawn(const std::vector<std::string>& argv, const std::string& log_path,
-                            const std::vector<int>& passed);
+                            const std::vector<int>& passed, bool own_pid_namespace = false);
   // How the launcher's child `pid` ended (reaped now), or that it has not, or that it is
   // not the launcher's child.
   ProcessEnd reap(pid_t pid);

@@ -176,11 +176,13 @@ void SandboxLifecycle::on_exit(const std::string& id) {
   Sandbox& s = *found;
   const ProcessEnd end = resources_.reap(s);
   std::string how = end.how;
-  if (s.jail_id && end.exit_status == jail::kExitOomKilled) {
+  // Without a supervisor (the pool's clones) its cgroup tells; a supervised one, adopted
+  // from an older daemon, says so by exit status 5.
+  if (s.jail_id && (end.exit_status == jail::kExitOomKilled || resources_.oom_killed(s))) {
     ++counters_.oom_killed;
     how =
         "was killed by its cgroup's OOM killer: it used more than its memory.max, the "
-        "guest's RAM and the VMM's overhead (exit status 5)";
+        "guest's RAM and the VMM's overhead";
   }
   const std::string tail = log_tail(s.record.files.log);
   switch (s.record.state) {

@@ -1,6 +1,7 @@
 #include "vmm/pool/vmm_launcher.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
@@ -11,8 +12,11 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
+#include "vmm/jail/cgroup.h"
 #include "vmm/jail/jail_config.h"
+#include "vmm/jail/supervisor.h"
 #include "vmm/pool/launcher_process.h"
 #include "vmm/pool/sandbox_dir.h"
 
@@ -54,11 +58,43 @@ Result<std::pair<UniqueFd, UniqueFd>> ready_pipe() {
   return std::pair{std::move(read_end), std::move(write_end)};
 }
 
+// While it lives, this thread's next child is pid 1 of a new pid namespace
+// (unshare(CLONE_NEWPID)); then the thread's children are born in its own again (setns:
+// a second unshare of a pid namespace would fail).
+class NewPidNamespaceForNextChild {
+ public:
+  static Result<NewPidNamespaceForNextChild> enter() {
+    UniqueFd own(::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC));
+    if (!own) {
+      return fail_errno("open /proc/self/ns/pid", errno);
+    }
+    if (::unshare(CLONE_NEWPID) != 0) {
+      return fail_errno("unshare(CLONE_NEWPID) for a jailed VMM", errno,
+                        "jailing clones needs root, or pass --no-jail");
+    }
+    return NewPidNamespaceForNextChild(std::move(own));
+  }
+  NewPidNamespaceForNextChild(NewPidNamespaceForNextChild&&) = default;
+  NewPidNamespaceForNextChild& operator=(NewPidNamespaceForNextChild&&) = delete;
+  ~NewPidNamespaceForNextChild() {
+    if (own_ && ::setns(own_.get(), CLONE_NEWPID) != 0) {
+      // Children to come would join the namespace of the one just spawned: none can be
+      // started any more, and each launch says so (fork fails once its pid 1 is gone).
+      spdlog::error("pool: setns back to the launcher's pid namespace: {}", std::strerror(errno));
+    }
+  }
+
+ private:
+  explicit NewPidNamespaceForNextChild(UniqueFd own) : own_(std::move(own)) {}
+  UniqueFd own_;
+};
+
 }  // namespace
 
 Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
                                           const std::string& log_path,
-                                          const std::vector<int>& passed) {
+                                          const std::vector<int>& passed,
+                                          bool own_pid_namespace) {
   if (argv.empty()) {
     return fail("no command to launch");
   }
@@ -74,16 +110,20 @@ Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
     }
   }
   SpawnSetup setup;
-  // A process group of its own: the daemon's terminal's signals do not reach it, and a
-  // jailed VMM's supervisor and child are stopped together.
+  // A process group of its own: the daemon's terminal's signals do not reach it, and the
+  // pool's last resort (SIGKILL to the group) reaches all of it.
   posix_spawnattr_setflags(&setup.attr,
                            POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&setup.attr, 0);
   // The daemon blocks SIGTERM and SIGINT to read them synchronously; the VMM must not
-  // inherit that, and takes every signal's default.
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&setup.attr, &none);
+  // inherit that, and takes every signal's default. As pid 1 of its own pid namespace it
+  // would drop them instead: blocked there until it reads them (jail/supervisor.h).
+  const sigset_t mask = [&] {
+    sigset_t set;
+    sigemptyset(&set);
+    return own_pid_namespace ? jail::forwarded_signals() : set;
+  }();
+  posix_spawnattr_setsigmask(&setup.attr, &mask);
   sigset_t all;
   sigfillset(&all);
   posix_spawnattr_setsigdefault(&setup.attr, &all);
@@ -106,10 +146,16 @@ Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
   }
   args.push_back(nullptr);
   pid_t pid = 0;
-  if (const int err =
-          ::posix_spawn(&pid, argv[0].c_str(), &setup.actions, &setup.attr, args.data(), environ);
-      err != 0) {
-    return fail_errno("cannot start " + argv[0], err);
+  {
+    std::optional<NewPidNamespaceForNextChild> pid_namespace;
+    if (own_pid_namespace) {
+      pid_namespace.emplace(DSEC_TRY(NewPidNamespaceForNextChild::enter()));
+    }
+    if (const int err = ::posix_spawn(&pid, argv[0].c_str(), &setup.actions, &setup.attr,
+                                      args.data(), environ);
+        err != 0) {
+      return fail_errno("cannot start " + argv[0], err);
+    }
   }
   // Our child cannot be reaped by anyone else, so its pid is its own until we wait.
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
@@ -156,7 +202,8 @@ std::vector<std::string> restore_argv(const std::string& vmm_binary, const Clone
   if (clone.jail_id) {
     const std::string id = std::to_string(*clone.jail_id);
     argv.insert(argv.end(),
-                {"--jail", clone.dir, "--uid", id, "--gid", id, "--cgroup-parent",
+                {"--jail", clone.dir, "--jail-no-supervisor", "--uid", id, "--gid", id,
+                 "--cgroup-parent",
                  limits.cgroup_parent, "--cgroup",
                  "memory.max=" + std::to_string(clone.guest_bytes + limits.memory_overhead_bytes),
                  "--cgroup", "pids.max=" + std::to_string(limits.pids_max)});
@@ -176,10 +223,22 @@ Result<LaunchedVmm> RestoreLauncher::launch(const CloneLaunch& clone) {
     DSEC_TRY(give_sandbox_dir(clone.dir, *clone.jail_id));
   }
   const auto argv = restore_argv(vmm_binary_, clone, limits_, extra_args_);
+  // A jailed clone is pid 1 of its own pid namespace from the start, with no supervisor
+  // (restore --jail-no-supervisor): its reaper and the remover of its cgroup is the pool.
+  const bool own_pid_namespace = clone.jail_id.has_value();
   if (process_) {
-    return process_->spawn(argv, clone.files.log, {clone.state_fd, clone.memory_fd});
+    return process_->spawn(argv, clone.files.log, {clone.state_fd, clone.memory_fd},
+                           own_pid_namespace);
   }
-  return spawn_with_ready_pipe(argv, clone.files.log, {clone.state_fd, clone.memory_fd});
+  return spawn_with_ready_pipe(argv, clone.files.log, {clone.state_fd, clone.memory_fd},
+                               own_pid_namespace);
+}
+
+bool RestoreLauncher::oom_killed(const std::string& sandbox_dir) {
+  jail::JailConfig config;
+  config.dir = sandbox_dir;
+  config.cgroup_parent = limits_.cgroup_parent;
+  return jail::oom_kills_of(jail::cgroup_path(config)) > 0;
 }
 
 ProcessEnd RestoreLauncher::reap(int pidfd, pid_t pid) {

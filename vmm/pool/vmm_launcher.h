@@ -86,6 +86,9 @@ class VmmLauncher {
   // Reaps the VMM `pid` behind `pidfd` if it has ended (never waits), and says how it
   // ended: launch()'s children are this process's own, reaped through their pidfds.
   virtual ProcessEnd reap(int pidfd, pid_t /*pid*/) { return reap_pidfd(pidfd); }
+  // Whether the OOM killer of the jailed clone's cgroup killed a process of it; asked once
+  // it ended, before forget().
+  virtual bool oom_killed(const std::string& /*sandbox_dir*/) { return false; }
 };
 
 // The descriptors a clone inherits from the daemon besides 0-2: its ready pipe, then its
@@ -95,14 +98,18 @@ inline constexpr int kStateFd = 4;
 inline constexpr int kMemoryFd = 5;
 
 // Spawns `argv` as described above (argv[0] a path, not looked up in PATH). The child also
-// gets `passed[i]` as its descriptor kReadyFd + 1 + i, and no other of the daemon's.
+// gets `passed[i]` as its descriptor kReadyFd + 1 + i, and no other of the daemon's. With
+// `own_pid_namespace` (root), the child is pid 1 of a new pid namespace, started with
+// SIGINT, SIGTERM, SIGUSR1 and SIGUSR2 blocked (restore --jail-no-supervisor).
 Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
                                           const std::string& log_path,
-                                          const std::vector<int>& passed = {});
+                                          const std::vector<int>& passed = {},
+                                          bool own_pid_namespace = false);
 
 // `VMM restore --state-fd 4 --memory-fd 5 --vsock VSOCK --ready-fd 3 --no-host-paths-from-snapshot
 // [--api-sock API] --console DIR/console --console-limit N` (the clone opens no host file
-// that the snapshot's state names), for a jailed clone `--jail DIR --uid ID --gid ID
+// that the snapshot's state names), for a jailed clone `--jail DIR --jail-no-supervisor
+// --uid ID --gid ID
 // --cgroup-parent P --cgroup memory.max=... --cgroup pids.max=... [--cgroup cpu.max=...]`,
 // then EXTRA_ARGS (which may add or override settings: a later --cgroup of one file wins).
 std::vector<std::string> restore_argv(const std::string& vmm_binary, const CloneLaunch& clone,
@@ -123,10 +130,10 @@ class RestoreLauncher final : public VmmLauncher {
         process_(std::move(process)) {}
   Result<LaunchedVmm> launch(const CloneLaunch& clone) override;
   ProcessEnd reap(int pidfd, pid_t pid) override;
-  // Its cgroup, which its supervisor removes as it exits, stays behind when the supervisor
-  // was killed (SIGKILL to a clone's process group, the pool's last resort): removed here,
-  // once the processes still in it (the VMM, dying of its parent-death signal) are gone;
-  // those are killed through cgroup.kill meanwhile.
+  bool oom_killed(const std::string& sandbox_dir) override;
+  // A jailed clone's cgroup: its VMM has no supervisor to remove it (and a supervised one,
+  // adopted from an older daemon, leaves it when its supervisor was killed). Removed here,
+  // once the processes still in it are gone; those are killed through cgroup.kill meanwhile.
   bool forget(const std::string& sandbox_dir) override;
   bool remove_left() override;
 
