@@ -4,8 +4,9 @@ stopping a VMM's process group, waiting for the agent through build/benchmarks/s
 a sandbox's CPU time and memory and the host's memory read from /proc, staging files on a
 local tmpfs, and medians.
 
-A sandbox is a process group of its own (a jailed VMM is two processes: the supervisor and
-the VMM in its pid namespace), so its figures are summed over the group.
+A sandbox is a process group of its own (a jailed VMM run by hand is two processes: the
+supervisor and the VMM in its pid namespace; a pool's jailed clone is one), so its figures
+are summed over the group.
 """
 
 import json
@@ -132,6 +133,29 @@ def meminfo_kib():
             key, _, rest = line.partition(":")
             fields[key] = int(rest.split()[0])
     return fields
+
+
+def settled_meminfo_kib(step_s=0.5, within_kib=256, timeout_s=30):
+    """meminfo_kib() once the host's memory in use (MemTotal - MemAvailable) holds still:
+    unmapped page cache dropped first where we may (root), then read every `step_s` until
+    two reads in a row differ by less than `within_kib`. The kernel frees some things late
+    (a network namespace's memory goes in a workqueue after its last process), which a
+    single read would count for the sandboxes measured after it."""
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        pass
+    used = lambda m: m["MemTotal"] - m["MemAvailable"]
+    last = meminfo_kib()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(step_s)
+        now = meminfo_kib()
+        if abs(used(now) - used(last)) < within_kib:
+            return now
+        last = now
+    return last
 
 
 def group_cpu_seconds(pgid):
