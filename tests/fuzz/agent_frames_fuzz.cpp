@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <span>
 
+#include "vmm/agent/process_protocol.h"
 #include "vmm/agent/protocol.h"
 
 namespace {
@@ -40,6 +41,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_round_trip(p, decode_file_info);
     check_round_trip(p, decode_health_reply);
     check_round_trip(p, decode_error_reply);
+    check_round_trip(p, decode_process_start_request);
+    check_round_trip(p, decode_process_ref);
+    check_round_trip(p, decode_process_input);
+    check_round_trip(p, decode_process_signal);
+    check_round_trip(p, decode_process_resize);
+    check_round_trip(p, decode_process_list_reply);
   }
   return 0;
 }

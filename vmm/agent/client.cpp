@@ -190,6 +190,31 @@ class Stream {
   std::chrono::milliseconds timeout_;
 };
 
+// An exec's or an attached process's output, then its exit.
+Result<ExitStatus> receive_output(Stream& stream, uint32_t id, const char* during,
+                                  const Stalled& stalled, const std::function<Status()>& check,
+                                  const Sink& on_stdout, const Sink& on_stderr) {
+  while (true) {
+    const Frame f = DSEC_TRY(stream.receive(during, stalled));
+    DSEC_TRY(check());
+    if (f.request_id != id) {
+      return fail("agent protocol: an answer for request " + std::to_string(f.request_id));
+    }
+    switch (f.type) {
+      case MessageType::kStdout:
+        DSEC_TRY(on_stdout(f.payload));
+        break;
+      case MessageType::kStderr:
+        DSEC_TRY(on_stderr(f.payload));
+        break;
+      case MessageType::kExit:
+        return decode_exit_status(f.payload);
+      default:
+        return unexpected_frame(f, during);
+    }
+  }
+}
+
 }  // namespace
 
 Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
@@ -345,25 +370,32 @@ Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdo
     }
     DSEC_TRY(stream.send(MessageType::kStdinClose, id, {}, stalled));
   }
-  while (true) {
-    const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
-    DSEC_TRY(before_exit_deadline());
-    if (f.request_id != id) {
-      return fail("agent protocol: an answer for request " + std::to_string(f.request_id));
-    }
-    switch (f.type) {
-      case MessageType::kStdout:
-        DSEC_TRY(on_stdout(f.payload));
-        break;
-      case MessageType::kStderr:
-        DSEC_TRY(on_stderr(f.payload));
-        break;
-      case MessageType::kExit:
-        return decode_exit_status(f.payload);
-      default:
-        return unexpected_frame(f, kDuring);
-    }
+  return receive_output(stream, id, kDuring, stalled, before_exit_deadline, on_stdout, on_stderr);
+}
+
+Result<ExitStatus> AgentClient::attach_process(uint32_t pid, const Sink& on_stdout,
+                                               const Sink& on_stderr) {
+  constexpr const char* kDuring = "process attach";
+  // As for an exec: the process decides when its output comes.
+  const Stalled stalled = [&]() -> Status { return still_answering(kDuring); };
+  Stream stream(DSEC_TRY(connector_()), answer_timeout_);
+  const uint32_t id = next_id_++;
+  DSEC_TRY(stream.send(MessageType::kProcessAttach, id, encode(ProcessRef{pid}), stalled));
+  return receive_output(
+      stream, id, kDuring, stalled, [] { return ok(); }, on_stdout, on_stderr);
+}
+
+Result<Frame> AgentClient::request(MessageType type, std::span<const uint8_t> payload,
+                                   MessageType answer, const char* during) {
+  const Stalled stalled = give_up(during, answer_timeout_);
+  Stream stream(DSEC_TRY(connector_()), answer_timeout_);
+  const uint32_t id = next_id_++;
+  DSEC_TRY(stream.send(type, id, payload, stalled));
+  Frame f = DSEC_TRY(stream.receive(during, stalled));
+  if (f.type != answer || f.request_id != id) {
+    return unexpected_frame(f, during);
   }
+  return f;
 }
 
 Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& guest_path,

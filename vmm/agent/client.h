@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "vmm/agent/process_protocol.h"
 #include "vmm/agent/protocol.h"
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
@@ -68,9 +69,29 @@ class AgentClient {
   Result<FileInfo> read_file(const std::string& guest_path, const Sink& sink,
                              const std::function<Status(const FileInfo&)>& on_info = {});
 
+  // Kept processes (docs/agent-protocol.md, "Processes"; vmm/agent/process_client.cpp):
+  // they outlive the connection that started them, so each call is a connection of its own.
+  // Starts one; its pid.
+  Result<uint32_t> start_process(const ProcessStartRequest& req);
+  // Streams a kept process's output from the first byte no one has read, then live, until
+  // it ends; its exit. Closing the connection (an Error from a sink) leaves it running.
+  Result<ExitStatus> attach_process(uint32_t pid, const Sink& on_stdout, const Sink& on_stderr);
+  Result<ProcessListReply> list_processes();
+  // Writes `data` to its stdin, in frames of at most kMaxChunk bytes.
+  Status send_process_input(uint32_t pid, std::span<const uint8_t> data);
+  Status close_process_stdin(uint32_t pid);
+  // Sends `signal` to its process group.
+  Status signal_process(uint32_t pid, int signal);
+  Status resize_process_terminal(uint32_t pid, uint16_t rows, uint16_t cols);
+
   std::chrono::milliseconds answer_timeout() const { return answer_timeout_; }
 
  private:
+  // One request on a connection of its own, answered by one frame of type `answer` (an
+  // error frame becomes an Error).
+  Result<Frame> request(MessageType type, std::span<const uint8_t> payload, MessageType answer,
+                        const char* during);
+
   // Whether the agent still answers (a health check on a fresh connection), for an exec
   // whose own connection stayed quiet for the answer timeout.
   Status still_answering(const char* during);

@@ -1,0 +1,133 @@
+// The guest agent's kept processes in a real sandbox (docs/agent-protocol.md,
+// "Processes"): started on one connection, then listed, attached, given stdin and
+// signalled on others, as the E2B front will drive them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "tests/support/dsec_vmm.h"
+#include "tests/support/sandbox.h"
+#include "tests/support/warm_image.h"
+
+namespace dsec::test {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr auto kReadyDeadline = std::chrono::seconds(300);
+
+std::span<const uint8_t> bytes(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// A ready clone of the shared warm image of the default image.
+std::unique_ptr<Sandbox> ready_sandbox() {
+  const WarmImage& image = shared_warm_image({"--vcpus", "2", "--memory", "256"});
+  EXPECT_TRUE(image.failure.empty()) << image.failure;
+  if (!image.failure.empty()) return nullptr;
+  auto vm = Sandbox::restore(image.dir);
+  std::string why;
+  EXPECT_TRUE(vm->wait_ready(kReadyDeadline, why)) << why;
+  return why.empty() ? std::move(vm) : nullptr;
+}
+
+TEST(AgentProcesses, ABackgroundProcessOutlivesItsConnectionTakesInputAndASignal) {
+  if (default_image().kernel.empty()) return;  // the failure says how to build it
+  auto vm = ready_sandbox();
+  ASSERT_TRUE(vm);
+  auto client = vm->client();
+  auto health = client.health();
+  ASSERT_TRUE(health.has_value()) << health.error().message();
+  EXPECT_EQ(health->agent_version, agent::kAgentVersion);
+
+  agent::ProcessStartRequest req;
+  req.argv = {"/bin/sh", "-c", "echo ready; while read line; do echo \"got $line\"; done"};
+  req.tag = "echo-server";
+  req.stdin_open = true;
+  auto pid = client.start_process(req);  // its connection is closed once answered
+  ASSERT_TRUE(pid.has_value()) << pid.error().message() << vm->describe_stuck();
+
+  auto list = client.list_processes();
+  ASSERT_TRUE(list.has_value()) << list.error().message();
+  ASSERT_EQ(list->processes.size(), 1U);
+  EXPECT_EQ(list->processes[0].pid, *pid);
+  EXPECT_EQ(list->processes[0].tag, "echo-server");
+  EXPECT_TRUE(list->processes[0].running);
+
+  ASSERT_TRUE(client.send_process_input(*pid, bytes("hello\n")).has_value());
+  std::mutex mutex;
+  std::string out;
+  auto attached = std::async(std::launch::async, [&] {
+    auto c = vm->client();
+    return c.attach_process(
+        *pid,
+        [&](std::span<const uint8_t> b) {
+          const std::lock_guard lock(mutex);
+          out.append(b.begin(), b.end());
+          return ok();
+        },
+        [](std::span<const uint8_t>) { return ok(); });
+  });
+  const auto seen = [&](const std::string& what) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        const std::lock_guard lock(mutex);
+        if (out.find(what) != std::string::npos) return true;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  };
+  EXPECT_TRUE(seen("ready\ngot hello\n")) << out << vm->describe_stuck();
+  // Input sent while attached comes back on the same stream, live.
+  ASSERT_TRUE(client.send_process_input(*pid, bytes("again\n")).has_value());
+  EXPECT_TRUE(seen("got again\n")) << out;
+  ASSERT_TRUE(client.signal_process(*pid, SIGTERM).has_value());
+  ASSERT_EQ(attached.wait_for(120s), std::future_status::ready) << vm->describe_stuck();
+  auto status = attached.get();
+  ASSERT_TRUE(status.has_value()) << status.error().message();
+  EXPECT_EQ(*status, (agent::ExitStatus{agent::ExitStatus::Kind::kSignaled, SIGTERM}));
+
+  auto after = client.list_processes();
+  ASSERT_TRUE(after.has_value()) << after.error().message();
+  EXPECT_TRUE(after->processes.empty());
+}
+
+TEST(AgentProcesses, ATerminalRunsAShellAndTakesANewSize) {
+  if (default_image().kernel.empty()) return;
+  auto vm = ready_sandbox();
+  ASSERT_TRUE(vm);
+  auto client = vm->client();
+  agent::ProcessStartRequest req;
+  req.argv = {"/bin/sh"};
+  req.pty = true;
+  req.rows = 24;
+  req.cols = 80;
+  auto pid = client.start_process(req);
+  ASSERT_TRUE(pid.has_value()) << pid.error().message();
+  ASSERT_TRUE(client.send_process_input(*pid, bytes("stty size\n")).has_value());
+  ASSERT_TRUE(client.resize_process_terminal(*pid, 50, 132).has_value());
+  ASSERT_TRUE(client.send_process_input(*pid, bytes("stty size; exit 7\n")).has_value());
+  std::string out;
+  auto status = client.attach_process(
+      *pid,
+      [&](std::span<const uint8_t> b) {
+        out.append(b.begin(), b.end());
+        return ok();
+      },
+      [](std::span<const uint8_t>) { return ok(); });
+  ASSERT_TRUE(status.has_value()) << status.error().message();
+  EXPECT_EQ(*status, (agent::ExitStatus{agent::ExitStatus::Kind::kExited, 7}));
+  EXPECT_THAT(out, HasSubstr("50 132\r\n"));
+}
+
+}  // namespace
+}  // namespace dsec::test
