@@ -50,4 +50,41 @@ Result<UserAccount> lookup_user(const std::string& name, const std::string& path
               "name an account of the guest's image, or none to run as the agent's user");
 }
 
+namespace {
+
+// name:x:id:... lines of a passwd or group file, by id.
+void read_names(const char* path, std::map<unsigned, std::string>& out) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto f = split_fields(line);
+    unsigned id = 0;
+    if (f.size() >= 3 && parse_id(f[2], id)) {
+      out.emplace(id, f[0]);
+    }
+  }
+}
+
+}  // namespace
+
+void AccountNames::load() {
+  if (!loaded_) {
+    read_names("/etc/passwd", users_);
+    read_names("/etc/group", groups_);
+    loaded_ = true;
+  }
+}
+
+std::string AccountNames::user(uid_t uid) {
+  load();
+  const auto it = users_.find(uid);
+  return it != users_.end() ? it->second : std::to_string(uid);
+}
+
+std::string AccountNames::group(gid_t gid) {
+  load();
+  const auto it = groups_.find(gid);
+  return it != groups_.end() ? it->second : std::to_string(gid);
+}
+
 }  // namespace dsec::agent

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 
 #include "vmm/common/error.h"
@@ -21,5 +22,19 @@ struct UserAccount {
 // The account named `name` in the passwd file at `path`; an Error naming the user when
 // there is none (or the file cannot be read).
 Result<UserAccount> lookup_user(const std::string& name, const std::string& path = "/etc/passwd");
+
+// Names of the guest's users and groups by id, read once from /etc/passwd and /etc/group
+// (a listing asks for many); an id with no name is given as its digits.
+class AccountNames {
+ public:
+  std::string user(uid_t uid);
+  std::string group(gid_t gid);
+
+ private:
+  void load();
+
+  bool loaded_ = false;
+  std::map<unsigned, std::string> users_, groups_;
+};
 
 }  // namespace dsec::agent

@@ -21,6 +21,8 @@
 #include <deque>
 #include <vector>
 
+#include "guest/agent/fs_requests.h"
+#include "guest/agent/fs_watch.h"
 #include "guest/agent/process_spawn.h"
 #include "vmm/agent/frame_io.h"
 #include "vmm/agent/protocol.h"
@@ -432,6 +434,38 @@ Status serve_first(int fd, FrameReader& reader, const Frame& f, const SessionOpt
         return send_error(fd, f.request_id, req.error().message());
       }
       return handle_read_file(fd, f.request_id, *req);
+    }
+    case MessageType::kFsStat:
+    case MessageType::kFsMkdir:
+    case MessageType::kFsRemove: {
+      auto req = decode_fs_path(f.payload);
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
+      return f.type == MessageType::kFsStat    ? handle_fs_stat(fd, f.request_id, *req)
+             : f.type == MessageType::kFsMkdir ? handle_fs_mkdir(fd, f.request_id, *req)
+                                               : handle_fs_remove(fd, f.request_id, *req);
+    }
+    case MessageType::kFsList: {
+      auto req = decode_fs_list_request(f.payload);
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
+      return handle_fs_list(fd, f.request_id, *req);
+    }
+    case MessageType::kFsMove: {
+      auto req = decode_fs_move_request(f.payload);
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
+      return handle_fs_move(fd, f.request_id, *req);
+    }
+    case MessageType::kFsWatch: {
+      auto req = decode_fs_watch_request(f.payload);
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
+      return handle_fs_watch(fd, reader, f.request_id, *req);
     }
     default:
       return send_error(fd, f.request_id,

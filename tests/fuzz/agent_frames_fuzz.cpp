@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <span>
 
+#include "vmm/agent/fs_protocol.h"
 #include "vmm/agent/process_protocol.h"
 #include "vmm/agent/protocol.h"
 
@@ -47,6 +48,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_round_trip(p, decode_process_signal);
     check_round_trip(p, decode_process_resize);
     check_round_trip(p, decode_process_list_reply);
+    check_round_trip(p, decode_fs_entry);
+    check_round_trip(p, decode_fs_path);
+    check_round_trip(p, decode_fs_list_request);
+    check_round_trip(p, decode_fs_move_request);
+    check_round_trip(p, decode_fs_watch_request);
+    check_round_trip(p, decode_fs_entries);
+    check_round_trip(p, decode_fs_made);
+    check_round_trip(p, decode_fs_event);
   }
   return 0;
 }

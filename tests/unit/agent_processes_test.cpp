@@ -1,5 +1,5 @@
-// The guest agent's whole loop (guest/agent/server.h) on the host, behind a Unix socket,
-// against the host client: processes that outlive the connection that started them.
+// The guest agent's whole loop on the host (tests/support/agent_on_host.h) against the host
+// client: processes that outlive the connection that started them.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "guest/agent/passwd.h"
-#include "guest/agent/server.h"
+#include "tests/support/agent_on_host.h"
 #include "vmm/agent/client.h"
 
 namespace dsec::agent {
@@ -27,51 +27,7 @@ using namespace std::chrono_literals;
 
 class AgentProcesses : public ::testing::Test {
  protected:
-  AgentProcesses() {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("agent-processes-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-    socket_ = (dir_ / "agent.sock").string();
-    UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
-    EXPECT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(listener.get(), 64), 0);
-    int stop[2];
-    EXPECT_EQ(::pipe2(stop, O_CLOEXEC), 0);
-    agent_ = ::fork();
-    if (agent_ == 0) {
-      ::close(stop[1]);
-      const std::string why = serve(std::move(listener), ServeOptions{kAgentVersion, stop[0]});
-      ::_exit(why == "stopped" ? 0 : 1);
-    }
-    ::close(stop[0]);
-    stop_.reset(stop[1]);
-  }
-  ~AgentProcesses() override {
-    stop_.reset();  // the agent returns, killing what it still keeps
-    int status = 0;
-    ::waitpid(agent_, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    std::filesystem::remove_all(dir_);
-  }
-
-  AgentClient client() {
-    return AgentClient(
-        [path = socket_]() -> Result<UniqueFd> {
-          UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-          sockaddr_un addr{};
-          addr.sun_family = AF_UNIX;
-          std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-          if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-            return fail_errno("connect " + path, errno);
-          }
-          return fd;
-        },
-        5s);
-  }
+  AgentClient client() { return agent_.client(); }
 
   struct Output {
     std::mutex mutex;
@@ -118,10 +74,7 @@ class AgentProcesses : public ::testing::Test {
     return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
   }
 
-  std::filesystem::path dir_;
-  std::string socket_;
-  pid_t agent_ = -1;
-  UniqueFd stop_;
+  test::AgentOnHost agent_{::testing::UnitTest::GetInstance()->current_test_info()->name()};
 };
 
 ProcessStartRequest shell(const std::string& script) {
@@ -130,10 +83,10 @@ ProcessStartRequest shell(const std::string& script) {
   return req;
 }
 
-TEST_F(AgentProcesses, HealthReportsTheVersionWithProcesses) {
+TEST_F(AgentProcesses, HealthReportsTheVersionWithProcessesAndFiles) {
   auto h = client().health();
   ASSERT_TRUE(h.has_value()) << h.error().message();
-  EXPECT_EQ(h->agent_version, "dsec-agent 2");
+  EXPECT_EQ(h->agent_version, "dsec-agent 3");
 }
 
 TEST_F(AgentProcesses, AProcessOutlivesItsConnectionIsListedAttachedAndSignalled) {

@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
+#include "vmm/agent/fs_protocol.h"
 #include "vmm/agent/process_protocol.h"
 #include "vmm/agent/protocol.h"
 #include "vmm/common/error.h"
@@ -39,6 +42,28 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
 // Connects straight to guest `cid`:`port` over AF_VSOCK: for VMMs whose vsock is
 // vhost-vsock (QEMU), where the host side is the kernel's.
 Result<UniqueFd> connect_vsock(uint32_t cid, uint32_t port);
+
+namespace client_detail {
+class Stream;
+}
+
+// A guest directory watched (AgentClient::watch_directory): its events as they come. The
+// watch ends in the guest when this is destroyed (its connection closes).
+class DirectoryWatch {
+ public:
+  DirectoryWatch(std::unique_ptr<client_detail::Stream> stream, uint32_t id);
+  DirectoryWatch(DirectoryWatch&&) noexcept;
+  DirectoryWatch& operator=(DirectoryWatch&&) noexcept;
+  ~DirectoryWatch();
+
+  // The next event, waiting at most `wait`: nullopt when none came by then; an Error when
+  // the connection broke or the guest sent something malformed.
+  Result<std::optional<FsEvent>> next(std::chrono::milliseconds wait);
+
+ private:
+  std::unique_ptr<client_detail::Stream> stream_;
+  uint32_t id_;
+};
 
 // Every wait on the guest is bounded by the client's answer timeout: a reply frame that is
 // not whole within it, or a frame of ours the guest does not take within it, ends the
@@ -83,6 +108,20 @@ class AgentClient {
   // Sends `signal` to its process group.
   Status signal_process(uint32_t pid, int signal);
   Status resize_process_terminal(uint32_t pid, uint16_t rows, uint16_t cols);
+
+  // The guest's file system (docs/agent-protocol.md, "File system"; fs_client.cpp).
+  // What `path` is (not following a symlink).
+  Result<FsEntry> stat(const std::string& path);
+  // The entries under directory `path`, `depth` levels deep (1: its own entries).
+  Result<std::vector<FsEntry>> list_directory(const std::string& path, uint32_t depth = 1);
+  // Makes directory `path` and its missing parents; false when it was there already.
+  Result<bool> make_directory(const std::string& path);
+  Status move_path(const std::string& from, const std::string& to);
+  // Removes `path`, and all under it when it is a directory.
+  Status remove_path(const std::string& path);
+  // Watches directory `path` (and, with `recursive`, those under it) for files created,
+  // written, removed, renamed or changed in mode; the watch is set when this returns.
+  Result<DirectoryWatch> watch_directory(const std::string& path, bool recursive = false);
 
   std::chrono::milliseconds answer_timeout() const { return answer_timeout_; }
 

@@ -51,6 +51,18 @@ std::optional<const char*> message_type_name(uint16_t type) {
       return "process-signal";
     case MessageType::kProcessResize:
       return "process-resize";
+    case MessageType::kFsStat:
+      return "fs-stat";
+    case MessageType::kFsList:
+      return "fs-list";
+    case MessageType::kFsMkdir:
+      return "fs-mkdir";
+    case MessageType::kFsMove:
+      return "fs-move";
+    case MessageType::kFsRemove:
+      return "fs-remove";
+    case MessageType::kFsWatch:
+      return "fs-watch";
     case MessageType::kFileData:
       return "file-data";
     case MessageType::kFileEnd:
@@ -73,6 +85,14 @@ std::optional<const char*> message_type_name(uint16_t type) {
       return "process-started";
     case MessageType::kProcessListReply:
       return "process-list-reply";
+    case MessageType::kFsStatReply:
+      return "fs-stat-reply";
+    case MessageType::kFsEntries:
+      return "fs-entries";
+    case MessageType::kFsMade:
+      return "fs-made";
+    case MessageType::kFsEvent:
+      return "fs-event";
   }
   return std::nullopt;
 }

@@ -17,8 +17,8 @@
 
 namespace dsec::agent {
 
-// What the agent's health-ok reports: 2 added the process messages.
-inline constexpr const char* kAgentVersion = "dsec-agent 2";
+// What the agent's health-ok reports: 2 added the process messages, 3 the file system's.
+inline constexpr const char* kAgentVersion = "dsec-agent 3";
 // The vsock port the agent listens on in the guest.
 inline constexpr uint32_t kAgentPort = 1024;
 inline constexpr uint32_t kFrameMagic = 0x47415344;  // "DSAG", little-endian on the wire
@@ -49,6 +49,13 @@ enum class MessageType : uint16_t {
   kProcessCloseStdin = 0x0024,  // ProcessRef; answered kOk or kError
   kProcessSignal = 0x0025,      // ProcessSignal; answered kOk or kError
   kProcessResize = 0x0026,      // ProcessResize; answered kOk or kError
+  // The file system (vmm/agent/fs_protocol.h).
+  kFsStat = 0x0030,    // FsPath; answered kFsStatReply or kError
+  kFsList = 0x0031,    // FsListRequest; answered kFsEntries..., then kOk or kError
+  kFsMkdir = 0x0032,   // FsPath; answered kFsMade or kError
+  kFsMove = 0x0033,    // FsMoveRequest; answered kOk or kError
+  kFsRemove = 0x0034,  // FsPath; answered kOk or kError
+  kFsWatch = 0x0035,   // FsWatchRequest; answered kOk, then kFsEvent... until the host closes
   // both directions
   kFileData = 0x0010,  // raw bytes, at most kMaxChunk
   kFileEnd = 0x0011,   // empty
@@ -62,6 +69,10 @@ enum class MessageType : uint16_t {
   kFileInfo = 0x0087,          // FileInfo
   kProcessStarted = 0x0088,    // ProcessRef: the new process's pid
   kProcessListReply = 0x0089,  // ProcessListReply
+  kFsStatReply = 0x008A,       // FsEntry
+  kFsEntries = 0x008B,         // FsEntries
+  kFsMade = 0x008C,            // FsMade
+  kFsEvent = 0x008D,           // FsEvent
 };
 
 // The type's name for messages ("exec"), or nullopt if the value is no known type.

@@ -1,15 +1,19 @@
-// The guest agent's kept processes in a real sandbox (docs/agent-protocol.md,
-// "Processes"): started on one connection, then listed, attached, given stdin and
-// signalled on others, as the E2B front will drive them.
+// The guest agent's kept processes and file system requests in a real sandbox
+// (docs/agent-protocol.md, "Processes", "File system"): a process started on one
+// connection, then listed, attached, given stdin and signalled on others; a tree made,
+// listed, moved and removed; a watch that sees what a command does; as the E2B front will
+// drive them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
@@ -38,7 +42,7 @@ std::unique_ptr<Sandbox> ready_sandbox() {
   return why.empty() ? std::move(vm) : nullptr;
 }
 
-TEST(AgentProcesses, ABackgroundProcessOutlivesItsConnectionTakesInputAndASignal) {
+TEST(AgentApi, ABackgroundProcessOutlivesItsConnectionTakesInputAndASignal) {
   if (default_image().kernel.empty()) return;  // the failure says how to build it
   auto vm = ready_sandbox();
   ASSERT_TRUE(vm);
@@ -101,7 +105,7 @@ TEST(AgentProcesses, ABackgroundProcessOutlivesItsConnectionTakesInputAndASignal
   EXPECT_TRUE(after->processes.empty());
 }
 
-TEST(AgentProcesses, ATerminalRunsAShellAndTakesANewSize) {
+TEST(AgentApi, ATerminalRunsAShellAndTakesANewSize) {
   if (default_image().kernel.empty()) return;
   auto vm = ready_sandbox();
   ASSERT_TRUE(vm);
@@ -127,6 +131,67 @@ TEST(AgentProcesses, ATerminalRunsAShellAndTakesANewSize) {
   ASSERT_TRUE(status.has_value()) << status.error().message();
   EXPECT_EQ(*status, (agent::ExitStatus{agent::ExitStatus::Kind::kExited, 7}));
   EXPECT_THAT(out, HasSubstr("50 132\r\n"));
+}
+
+std::vector<std::string> names(const std::vector<agent::FsEntry>& entries) {
+  std::vector<std::string> out;
+  for (const auto& e : entries) {
+    out.push_back(e.path + (e.type == agent::FsEntry::Type::kDirectory ? "/" : ""));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(AgentApi, AFileTreeIsMadeListedMovedAndRemovedAndAWatchSeesACommandsFile) {
+  if (default_image().kernel.empty()) return;
+  auto vm = ready_sandbox();
+  ASSERT_TRUE(vm);
+  auto client = vm->client();
+  auto made = client.make_directory("/tmp/tree/a/b");
+  ASSERT_TRUE(made.has_value()) << made.error().message() << vm->describe_stuck();
+  EXPECT_TRUE(*made);
+  auto sub = client.make_directory("/tmp/tree/c");
+  ASSERT_TRUE(sub.has_value()) << sub.error().message();
+  auto one = client.list_directory("/tmp/tree", 1);
+  ASSERT_TRUE(one.has_value()) << one.error().message();
+  EXPECT_EQ(names(*one), (std::vector<std::string>{"/tmp/tree/a/", "/tmp/tree/c/"}));
+  auto two = client.list_directory("/tmp/tree", 2);
+  ASSERT_TRUE(two.has_value()) << two.error().message();
+  EXPECT_EQ(names(*two),
+            (std::vector<std::string>{"/tmp/tree/a/", "/tmp/tree/a/b/", "/tmp/tree/c/"}));
+  auto dir = client.stat("/tmp/tree/a");
+  ASSERT_TRUE(dir.has_value()) << dir.error().message();
+  EXPECT_EQ(dir->type, agent::FsEntry::Type::kDirectory);
+  EXPECT_EQ(dir->mode, 0755U);
+  EXPECT_FALSE(dir->owner.empty());
+  ASSERT_TRUE(client.move_path("/tmp/tree/a", "/tmp/tree/moved").has_value());
+  auto moved = client.list_directory("/tmp/tree", 1);
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(names(*moved), (std::vector<std::string>{"/tmp/tree/c/", "/tmp/tree/moved/"}));
+  ASSERT_TRUE(client.remove_path("/tmp/tree").has_value());
+  auto gone = client.stat("/tmp/tree");
+  ASSERT_FALSE(gone.has_value());
+  EXPECT_THAT(gone.error().message(), HasSubstr("No such file or directory"));
+
+  ASSERT_TRUE(client.make_directory("/tmp/watched").has_value());
+  auto watch = client.watch_directory("/tmp/watched");
+  ASSERT_TRUE(watch.has_value()) << watch.error().message();
+  agent::ExecRequest touch{
+      {"/bin/sh", "-c", "echo hi > /tmp/watched/made-by-a-command"}, {}, "", 0, false};
+  auto ran = client.exec(
+      touch, [](std::span<const uint8_t>) { return ok(); },
+      [](std::span<const uint8_t>) { return ok(); });
+  ASSERT_TRUE(ran.has_value()) << ran.error().message();
+  std::optional<agent::FsEvent> created;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!created && std::chrono::steady_clock::now() < deadline) {
+    auto ev = watch->next(1s);
+    ASSERT_TRUE(ev.has_value()) << ev.error().message();
+    created = *ev;
+  }
+  ASSERT_TRUE(created.has_value()) << vm->describe_stuck();
+  EXPECT_EQ(created->kind, agent::FsEvent::Kind::kCreated);
+  EXPECT_EQ(created->path, "/tmp/watched/made-by-a-command");
 }
 
 }  // namespace
