@@ -133,6 +133,33 @@ TEST(AgentApi, ATerminalRunsAShellAndTakesANewSize) {
   EXPECT_THAT(out, HasSubstr("50 132\r\n"));
 }
 
+TEST(AgentApi, AProcessRunsAsTheImagesUnprivilegedUser) {
+  if (default_image().kernel.empty()) return;
+  auto vm = ready_sandbox();
+  ASSERT_TRUE(vm);
+  auto client = vm->client();
+  agent::ProcessStartRequest req;
+  req.argv = {"/bin/sh", "-c", "id -u; id -g; echo $HOME; pwd; touch /root/x"};
+  req.user = "user";
+  auto pid = client.start_process(req);
+  ASSERT_TRUE(pid.has_value()) << pid.error().message() << vm->describe_stuck();
+  std::string out, err;
+  auto status = client.attach_process(
+      *pid,
+      [&](std::span<const uint8_t> b) {
+        out.append(b.begin(), b.end());
+        return ok();
+      },
+      [&](std::span<const uint8_t> b) {
+        err.append(b.begin(), b.end());
+        return ok();
+      });
+  ASSERT_TRUE(status.has_value()) << status.error().message();
+  EXPECT_EQ(out, "1000\n1000\n/home/user\n/home/user\n");
+  EXPECT_THAT(err, HasSubstr("Permission denied"));  // unprivileged: no writing /root
+  EXPECT_EQ(status->code, 1);
+}
+
 std::vector<std::string> names(const std::vector<agent::FsEntry>& entries) {
   std::vector<std::string> out;
   for (const auto& e : entries) {
@@ -163,7 +190,7 @@ TEST(AgentApi, AFileTreeIsMadeListedMovedAndRemovedAndAWatchSeesACommandsFile) {
   ASSERT_TRUE(dir.has_value()) << dir.error().message();
   EXPECT_EQ(dir->type, agent::FsEntry::Type::kDirectory);
   EXPECT_EQ(dir->mode, 0755U);
-  EXPECT_FALSE(dir->owner.empty());
+  EXPECT_EQ(dir->owner, "root");
   ASSERT_TRUE(client.move_path("/tmp/tree/a", "/tmp/tree/moved").has_value());
   auto moved = client.list_directory("/tmp/tree", 1);
   ASSERT_TRUE(moved.has_value());

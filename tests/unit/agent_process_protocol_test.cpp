@@ -2,22 +2,14 @@
 // and the hostile inputs each decoder refuses before allocating or acting.
 #include <gtest/gtest.h>
 
+#include "tests/support/agent_round_trip.h"
 #include "vmm/agent/process_protocol.h"
 #include "vmm/agent/wire.h"
 
 namespace dsec::agent {
 namespace {
 
-template <typename M, typename Decode>
-void expect_round_trip_and_truncations_fail(const M& m, Decode decode) {
-  const auto wire = encode(m);
-  auto back = decode(wire);
-  ASSERT_TRUE(back.has_value()) << back.error().message();
-  EXPECT_EQ(*back, m);
-  for (size_t cut = 0; cut < wire.size(); ++cut) {
-    EXPECT_FALSE(decode(std::span(wire).first(cut)).has_value()) << "cut at " << cut;
-  }
-}
+using test::expect_round_trip_and_truncations_fail;
 
 ProcessStartRequest start_request() {
   return {

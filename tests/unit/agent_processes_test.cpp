@@ -246,6 +246,25 @@ TEST_F(AgentProcesses, ATerminalIsOneStreamAndTakesItsNewSize) {
   EXPECT_TRUE(o.err.empty());
 }
 
+TEST_F(AgentProcesses, AProcessRunsAsTheUserItNamesInItsHome) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "switching to another user takes root; the e2e test "
+                    "AgentApi.AProcessRunsAsTheImagesUnprivilegedUser runs it in a guest";
+  }
+  const auto nobody = lookup_user("nobody");
+  ASSERT_TRUE(nobody.has_value()) << nobody.error().message();
+  auto req = shell("id -u; id -g; echo $HOME $USER; pwd");
+  req.user = "nobody";
+  req.cwd = "/";
+  auto pid = client().start_process(req);
+  ASSERT_TRUE(pid.has_value()) << pid.error().message();
+  Output o;
+  auto status = attach(*pid, o);
+  ASSERT_TRUE(status.has_value()) << status.error().message();
+  EXPECT_EQ(o.out, std::to_string(nobody->uid) + "\n" + std::to_string(nobody->gid) + "\n" +
+                       nobody->home + " nobody\n/\n");
+}
+
 TEST(AgentPasswd, FindsAUserAndNamesOneThatIsMissing) {
   const auto path =
       std::filesystem::temp_directory_path() / ("agent-passwd-" + std::to_string(::getpid()));
