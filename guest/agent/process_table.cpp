@@ -48,6 +48,8 @@ Result<pid_t> ProcessTable::start(const ProcessStartRequest& req) {
                 "wait for some to end, or signal them, then start again");
   }
   SpawnedProcess spawned = DSEC_TRY(spawn_process(req));
+  // A finished process whose pid the kernel gave again is gone for good.
+  processes_.erase(spawned.pid);
   KeptProcess& p = processes_[spawned.pid];
   p.pid = spawned.pid;
   p.tag = req.tag;
@@ -149,8 +151,8 @@ Status ProcessTable::resize(const ProcessResize& m) {
 
 bool ProcessTable::on_exit(pid_t pid, int wstatus) {
   KeptProcess* p = find(pid);
-  if (p == nullptr) {
-    return false;
+  if (p == nullptr || p->exit) {
+    return false;  // not ours, or a session child given the pid of one that finished
   }
   p->exit = exit_status_of(wstatus);
   p->exited_at = Clock::now();

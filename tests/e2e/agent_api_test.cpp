@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "dsec/sandbox_client.h"
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/sandbox.h"
 #include "tests/support/warm_image.h"
@@ -58,14 +59,15 @@ TEST(AgentApi, ABackgroundProcessOutlivesItsConnectionTakesInputAndASignal) {
   auto pid = client.start_process(req);  // its connection is closed once answered
   ASSERT_TRUE(pid.has_value()) << pid.error().message() << vm->describe_stuck();
 
-  auto list = client.list_processes();
+  // Listed, and given input, through the embedding library's client.
+  const sdk::SandboxClient sdk_client({vm->vsock_path(), ""});
+  auto list = sdk_client.list_processes();
   ASSERT_TRUE(list.has_value()) << list.error().message();
-  ASSERT_EQ(list->processes.size(), 1U);
-  EXPECT_EQ(list->processes[0].pid, *pid);
-  EXPECT_EQ(list->processes[0].tag, "echo-server");
-  EXPECT_TRUE(list->processes[0].running);
-
-  ASSERT_TRUE(client.send_process_input(*pid, bytes("hello\n")).has_value());
+  ASSERT_EQ(list->size(), 1U);
+  EXPECT_EQ((*list)[0].pid, *pid);
+  EXPECT_EQ((*list)[0].tag, "echo-server");
+  EXPECT_TRUE((*list)[0].running);
+  ASSERT_TRUE(sdk_client.send_process_input(*pid, "hello\n").has_value());
   std::mutex mutex;
   std::string out;
   auto attached = std::async(std::launch::async, [&] {

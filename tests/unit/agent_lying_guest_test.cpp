@@ -190,8 +190,7 @@ TEST_F(LyingGuest, AGuestThatDribblesAFileFailsAtTheCopysWholeDeadline) {
   constexpr uint64_t kAnnounced = kMinCopyBytesPerSecond;  // 1 s at that rate
   auto c = client({[](int fd) {
     const Frame req = read_request(fd);
-    if (!guest_send(fd, MessageType::kFileInfo, req.request_id,
-                    encode(FileInfo{kAnnounced, 0644}))) {
+    if (!guest_send(fd, MessageType::kFileInfo, req.request_id, encode(FileInfo{kAnnounced, 0644}))) {
       return;
     }
     const uint8_t one = 'g';
