@@ -35,6 +35,7 @@ Result<std::vector<ProcessInfo>> SandboxClient::list_processes() const {
   auto client = agent::vsock_uds_client(endpoints_.vsock_path, options_.answer_timeout);
   const auto reply = DSEC_TRY(with_code(client.list_processes(), ErrorCode::kAgent));
   std::vector<ProcessInfo> out;
+  out.reserve(reply.processes.size());
   for (const auto& p : reply.processes) {
     out.push_back({p.pid, p.tag, p.argv, p.running, detail::exit_status_of(p.exit), p.pty,
                    p.stdout_dropped, p.stderr_dropped});

@@ -188,8 +188,8 @@ void AgentLoop::on_connection_ready(Connection& c, short revents) {
     close(c);  // not our protocol: out of step, nothing to answer
     return;
   }
-  if (*frame) {
-    dispatch(c, **frame);
+  if (const std::optional<Frame>& whole = *frame; whole.has_value()) {
+    dispatch(c, *whole);
   }
 }
 
@@ -289,7 +289,7 @@ void AgentLoop::pump(Connection& c) {
     c.queue(MessageType::kStdout, c.request_id, out);
   } else if (auto err = p->stderr_buffer.read(c.stderr_at, kMaxChunk); !err.empty()) {
     c.queue(MessageType::kStderr, c.request_id, err);
-  } else if (p->finished()) {
+  } else if (p->exit.has_value() && p->finished()) {
     c.answer(MessageType::kExit, c.request_id, encoded(*p->exit), Clock::now() + kAnswerTimeout);
     p->end_reported = true;
     --p->attached;

@@ -161,7 +161,10 @@ std::string remove_at(int dirfd, const std::string& name, const std::string& sho
   }
   std::string problem;
   for (const auto& n : names) {
-    problem = remove_at(sub, n, shown + "/" + n, depth + 1);
+    std::string path = shown;
+    path += '/';
+    path += n;
+    problem = remove_at(sub, n, path, depth + 1);
     if (!problem.empty()) {
       break;
     }

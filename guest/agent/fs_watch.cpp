@@ -76,7 +76,10 @@ class Watcher {
       if (name == "." || name == ".." || de->d_type != DT_DIR) {
         continue;
       }
-      problem = add(dir == "/" ? "/" + name : dir + "/" + name, depth + 1);
+      std::string path = dir == "/" ? std::string() : dir;
+      path += '/';
+      path += name;
+      problem = add(path, depth + 1);
       if (!problem.empty()) {
         break;
       }

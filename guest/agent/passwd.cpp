@@ -35,6 +35,7 @@ Result<UserAccount> lookup_user(const std::string& name, const std::string& path
     return fail_errno("cannot read " + path + " to find the user '" + name + "'", errno);
   }
   std::string line;
+  bool malformed = false;
   while (std::getline(in, line)) {
     const auto f = split_fields(line);
     if (f.size() != 7 || f[0] != name) {
@@ -42,9 +43,13 @@ Result<UserAccount> lookup_user(const std::string& name, const std::string& path
     }
     unsigned uid = 0, gid = 0;
     if (!parse_id(f[2], uid) || !parse_id(f[3], gid)) {
-      return fail("the entry of user '" + name + "' in " + path + " has no numeric uid and gid");
+      malformed = true;
+      break;
     }
     return UserAccount{f[0], uid, gid, f[5].empty() ? "/" : f[5], f[6]};
+  }
+  if (malformed) {
+    return fail("the entry of user '" + name + "' in " + path + " has no numeric uid and gid");
   }
   return fail("no user '" + name + "' in the guest (" + path + ")",
               "name an account of the guest's image, or none to run as the agent's user");

@@ -32,10 +32,10 @@ std::string no_such_process(pid_t pid) {
 }  // namespace
 
 ProcessTable::~ProcessTable() {
-  for (auto& [pid, p] : processes_) {
-    if (!p.exit) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
+  for (const auto& entry : processes_) {
+    if (!entry.second.exit.has_value()) {
+      ::kill(-entry.first, SIGKILL);
+      ::waitpid(entry.first, nullptr, 0);
     }
   }
 }
@@ -80,12 +80,14 @@ Result<KeptProcess*> ProcessTable::running(pid_t pid) {
 
 ProcessListReply ProcessTable::list() {
   std::vector<KeptProcess*> order;
+  order.reserve(processes_.size());
   for (auto& [pid, p] : processes_) {
     order.push_back(&p);
   }
   std::sort(order.begin(), order.end(),
             [](const KeptProcess* a, const KeptProcess* b) { return a->started < b->started; });
   ProcessListReply reply;
+  reply.processes.reserve(order.size());
   for (KeptProcess* p : order) {
     ProcessEntry e{static_cast<uint32_t>(p->pid),
                    p->tag,
