@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "sdk/agent_conversions.h"
 #include "sdk/error_mapping.h"
 #include "sdk/host_files.h"
 #include "vmm/agent/client.h"
@@ -16,6 +17,8 @@
 namespace dsec::sdk {
 namespace {
 
+using detail::as_text;
+using detail::exit_status_of;
 using detail::with_code;
 
 agent::ExecRequest agent_request(const ExecRequest& request) {
@@ -26,25 +29,8 @@ agent::ExecRequest agent_request(const ExecRequest& request) {
           .stdin_open = request.stdin_open};
 }
 
-ExitStatus exit_status_of(const agent::ExitStatus& status) {
-  switch (status.kind) {
-    case agent::ExitStatus::Kind::kExited:
-      return {ExitStatus::Kind::kExited, status.code};
-    case agent::ExitStatus::Kind::kSignaled:
-      return {ExitStatus::Kind::kSignaled, status.code};
-    case agent::ExitStatus::Kind::kTimedOut:
-      return {ExitStatus::Kind::kTimedOut, status.code};
-  }
-  return {ExitStatus::Kind::kExited, status.code};
-}
-
-std::string_view as_text(std::span<const uint8_t> bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};  // NOLINT: bytes as text
-}
-
 std::span<const uint8_t> stdin_bytes(const ExecRequest& request) {
-  return {reinterpret_cast<const uint8_t*>(request.stdin_data.data()),  // NOLINT: text as bytes
-          request.stdin_data.size()};
+  return detail::as_bytes(request.stdin_data);
 }
 
 // A client of the VMM's API socket, which a pool's sandbox's client is not given.
@@ -110,18 +96,11 @@ Result<ExecResult> SandboxClient::exec(const ExecRequest& request, size_t max_ou
 Result<ExitStatus> SandboxClient::exec(const ExecRequest& request, const OutputSink& on_stdout,
                                        const OutputSink& on_stderr) const {
   DSEC_TRY(check_request(request));
-  const auto to = [](const OutputSink& sink) {
-    return [&sink](std::span<const uint8_t> bytes) -> dsec::Status {
-      if (sink) {
-        sink(as_text(bytes));
-      }
-      return ok();
-    };
-  };
   auto client = agent::vsock_uds_client(endpoints_.vsock_path, options_.answer_timeout);
-  const auto status = DSEC_TRY(with_code(
-      client.exec(agent_request(request), to(on_stdout), to(on_stderr), stdin_bytes(request)),
-      ErrorCode::kAgent));
+  const auto status =
+      DSEC_TRY(with_code(client.exec(agent_request(request), detail::sink_of(on_stdout),
+                                     detail::sink_of(on_stderr), stdin_bytes(request)),
+                         ErrorCode::kAgent));
   return exit_status_of(status);
 }
 

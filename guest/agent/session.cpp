@@ -21,6 +21,9 @@
 #include <deque>
 #include <vector>
 
+#include "guest/agent/fs_requests.h"
+#include "guest/agent/fs_watch.h"
+#include "guest/agent/process_spawn.h"
 #include "vmm/agent/frame_io.h"
 #include "vmm/agent/protocol.h"
 #include "vmm/common/unique_fd.h"
@@ -60,16 +63,6 @@ Status send_error(int fd, uint32_t id, const std::string& message) {
 
 std::string errno_text(const std::string& what, int err) {
   return what + ": " + std::strerror(err);
-}
-
-Status make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) {
-    return fail_errno("pipe2", errno);
-  }
-  read_end.reset(p[0]);
-  write_end.reset(p[1]);
-  return ok();
 }
 
 // The child side of an exec: never returns. Reports an exec failure's errno through
@@ -406,19 +399,7 @@ Status sync_clone(const CloneSyncRequest& req) {
   return ok();
 }
 
-uint64_t uptime_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_BOOTTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
-
-Status serve(int fd, const SessionOptions& options) {
-  FrameReader reader(fd);
-  auto first = DSEC_TRY(reader.next());
-  if (!first) {
-    return ok();  // connected and left: a readiness probe
-  }
-  const Frame& f = *first;
+Status serve_first(int fd, FrameReader& reader, const Frame& f, const SessionOptions& options) {
   switch (f.type) {
     case MessageType::kHealth:
       return send_frame(fd, MessageType::kHealthOk, f.request_id,
@@ -454,6 +435,38 @@ Status serve(int fd, const SessionOptions& options) {
       }
       return handle_read_file(fd, f.request_id, *req);
     }
+    case MessageType::kFsStat:
+    case MessageType::kFsMkdir:
+    case MessageType::kFsRemove: {
+      auto req = decode_fs_path(f.payload);
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
+      return f.type == MessageType::kFsStat    ? handle_fs_stat(fd, f.request_id, *req)
+             : f.type == MessageType::kFsMkdir ? handle_fs_mkdir(fd, f.request_id, *req)
+                                               : handle_fs_remove(fd, f.request_id, *req);
+    }
+    case MessageType::kFsList: {
+      auto req = decode_fs_list_request(f.payload);
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
+      return handle_fs_list(fd, f.request_id, *req);
+    }
+    case MessageType::kFsMove: {
+      auto req = decode_fs_move_request(f.payload);
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
+      return handle_fs_move(fd, f.request_id, *req);
+    }
+    case MessageType::kFsWatch: {
+      auto req = decode_fs_watch_request(f.payload);
+      if (!req) {
+        return send_error(fd, f.request_id, req.error().message());
+      }
+      return handle_fs_watch(fd, reader, f.request_id, *req);
+    }
     default:
       return send_error(fd, f.request_id,
                         std::string("a ") +
@@ -462,15 +475,37 @@ Status serve(int fd, const SessionOptions& options) {
   }
 }
 
-}  // namespace
+Status serve(int fd, const SessionOptions& options) {
+  FrameReader reader(fd);
+  auto first = DSEC_TRY(reader.next());
+  if (!first) {
+    return ok();  // connected and left: a readiness probe
+  }
+  return serve_first(fd, reader, *first, options);
+}
 
-int serve_connection(int fd, const SessionOptions& options) {
-  auto s = serve(fd, options);
+int report(const Status& s) {
   if (!s) {
     (void)std::fprintf(stderr, "dsec-agent: %s\n", s.error().message().c_str());
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+uint64_t uptime_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+int serve_connection(int fd, const SessionOptions& options) {
+  return report(serve(fd, options));
+}
+
+int serve_request(int fd, FrameReader& reader, const Frame& first, const SessionOptions& options) {
+  return report(serve_first(fd, reader, first, options));
 }
 
 }  // namespace dsec::agent

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <span>
 
+#include "vmm/agent/fs_protocol.h"
+#include "vmm/agent/process_protocol.h"
 #include "vmm/agent/protocol.h"
 
 namespace {
@@ -40,6 +42,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_round_trip(p, decode_file_info);
     check_round_trip(p, decode_health_reply);
     check_round_trip(p, decode_error_reply);
+    check_round_trip(p, decode_process_start_request);
+    check_round_trip(p, decode_process_ref);
+    check_round_trip(p, decode_process_input);
+    check_round_trip(p, decode_process_signal);
+    check_round_trip(p, decode_process_resize);
+    check_round_trip(p, decode_process_list_reply);
+    check_round_trip(p, decode_fs_entry);
+    check_round_trip(p, decode_fs_path);
+    check_round_trip(p, decode_fs_list_request);
+    check_round_trip(p, decode_fs_move_request);
+    check_round_trip(p, decode_fs_watch_request);
+    check_round_trip(p, decode_fs_entries);
+    check_round_trip(p, decode_fs_made);
+    check_round_trip(p, decode_fs_event);
   }
   return 0;
 }

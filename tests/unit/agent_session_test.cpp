@@ -85,7 +85,7 @@ class AgentSession : public ::testing::Test {
 TEST_F(AgentSession, HealthNamesTheAgent) {
   auto h = client_.health();
   ASSERT_TRUE(h.has_value()) << h.error().message();
-  EXPECT_EQ(h->agent_version, "dsec-agent 1");
+  EXPECT_EQ(h->agent_version, kAgentVersion);
   EXPECT_GT(h->uptime_ms, 0U);
 }
 

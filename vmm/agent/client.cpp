@@ -16,34 +16,13 @@
 #include <optional>
 #include <vector>
 
+#include "vmm/agent/client_stream.h"
 #include "vmm/agent/frame_io.h"
 
 namespace dsec::agent {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-constexpr const char* kStoppedAnsweringHint =
-    "the guest may be hung or overloaded: its console, and `kill -USR1` on its dsec-vmm (which "
-    "logs where its vCPUs and devices stand), say more; dsec-vmm exec and cp --answer-timeout "
-    "give it longer";
-
-std::string seconds(std::chrono::milliseconds t) {
-  return fmt::format("{:g} s", static_cast<double>(t.count()) / 1000.0);
-}
-
-// The guest's answer to a request it refused, or a frame that should not have come.
-std::unexpected<Error> unexpected_frame(const Frame& f, const char* during) {
-  if (f.type == MessageType::kError) {
-    auto e = decode_error_reply(f.payload);
-    return fail(std::string("the guest agent refused the ") + during + ": " +
-                (e ? e->message : "(an unreadable error message)"));
-  }
-  return fail(std::string("agent protocol: a ") +
-              message_type_name(static_cast<uint16_t>(f.type)).value_or("?") +
-              " frame during the " + during);
-}
-
+using namespace client_detail;
 Status set_socket_timeout(int fd, int option, std::chrono::milliseconds timeout) {
   const timeval tv{.tv_sec = static_cast<time_t>(timeout.count() / 1000),
                    .tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
@@ -51,20 +30,6 @@ Status set_socket_timeout(int fd, int option, std::chrono::milliseconds timeout)
     return fail_errno("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO) on a vsock connection", errno);
   }
   return ok();
-}
-
-// What a wait on the guest does once the answer timeout passed with nothing moving: ok() to
-// wait once more, an Error to give up with.
-using Stalled = std::function<Status()>;
-
-// The Stalled of every request but an exec: give up.
-Stalled give_up(const char* during, std::chrono::milliseconds timeout) {
-  return [during, timeout]() -> Status {
-    return fail(fmt::format("the guest stopped answering: nothing moved on its agent connection "
-                            "for {} during the {}",
-                            seconds(timeout), during),
-                kStoppedAnsweringHint);
-  };
 }
 
 // The end of a whole copy of `size` bytes that began now (kMinCopyBytesPerSecond).
@@ -91,104 +56,30 @@ class CopyDeadline {
   Clock::time_point end_;
 };
 
-// One request's connection to the agent (a stream socket from the Connector). Every wait
-// on the guest is a poll that lasts at most the answer timeout; when one runs out,
-// `stalled` decides.
-class Stream {
- public:
-  Stream(UniqueFd fd, std::chrono::milliseconds timeout)
-      : fd_(std::move(fd)), reader_(fd_.get()), timeout_(timeout) {}
-
-  // Sends one frame; the guest must take all of it within the timeout.
-  Status send(MessageType type, uint32_t id, std::span<const uint8_t> payload,
-              const Stalled& stalled) {
-    const std::vector<uint8_t> frame = encode_frame(type, id, payload);
-    std::span<const uint8_t> left(frame);
-    auto deadline = Clock::now() + timeout_;
-    while (!left.empty()) {
-      if (!DSEC_TRY(wait(POLLOUT, deadline))) {
-        DSEC_TRY(stalled());
-        deadline = Clock::now() + timeout_;
-        continue;
-      }
-      const ssize_t n = ::send(fd_.get(), left.data(), left.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
-        continue;
-      }
-      if (n < 0) {
-        return fail_errno("agent connection: write", errno);
-      }
-      left = left.subspan(static_cast<size_t>(n));
+// An exec's or an attached process's output, then its exit.
+Result<ExitStatus> receive_output(Stream& stream, uint32_t id, const char* during,
+                                  const Stalled& stalled, const std::function<Status()>& check,
+                                  const Sink& on_stdout, const Sink& on_stderr) {
+  while (true) {
+    const Frame f = DSEC_TRY(stream.receive(during, stalled));
+    DSEC_TRY(check());
+    if (f.request_id != id) {
+      return fail("agent protocol: an answer for request " + std::to_string(f.request_id));
     }
-    return ok();
-  }
-
-  // A whole frame the guest sent already, without waiting for one; nullopt if there is none
-  // (or the stream broke).
-  std::optional<Frame> received_already() {
-    while (true) {
-      Result<std::optional<Frame>> frame = reader_.buffered();
-      if (!frame) {
-        return std::nullopt;
-      }
-      if (std::optional<Frame>& whole = *frame; whole.has_value()) {
-        return std::move(whole);
-      }
-      pollfd ready{.fd = fd_.get(), .events = POLLIN, .revents = 0};
-      if (::poll(&ready, 1, 0) <= 0) {
-        return std::nullopt;
-      }
-      auto more = reader_.fill();
-      if (!more || !*more) {
-        return std::nullopt;
-      }
+    switch (f.type) {
+      case MessageType::kStdout:
+        DSEC_TRY(on_stdout(f.payload));
+        break;
+      case MessageType::kStderr:
+        DSEC_TRY(on_stderr(f.payload));
+        break;
+      case MessageType::kExit:
+        return decode_exit_status(f.payload);
+      default:
+        return unexpected_frame(f, during);
     }
   }
-
-  // The next frame, whole within the timeout. An Error, naming `during`, when the agent
-  // closed the connection, or for a malformed frame.
-  Result<Frame> receive(const char* during, const Stalled& stalled) {
-    auto deadline = Clock::now() + timeout_;
-    while (true) {
-      if (auto frame = DSEC_TRY(reader_.buffered())) {
-        return std::move(*frame);
-      }
-      if (!DSEC_TRY(wait(POLLIN, deadline))) {
-        DSEC_TRY(stalled());
-        deadline = Clock::now() + timeout_;
-        continue;
-      }
-      if (!DSEC_TRY(reader_.fill())) {
-        DSEC_TRY(reader_.check_clean_end());
-        return fail(std::string("the guest agent closed the connection during the ") + during);
-      }
-    }
-  }
-
- private:
-  // Whether the socket became ready for `events` (or failed, which the read or write then
-  // reports) before `deadline`.
-  Result<bool> wait(short events, Clock::time_point deadline) {
-    while (true) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) {
-        return false;
-      }
-      pollfd ready{.fd = fd_.get(), .events = events, .revents = 0};
-      const int n = ::poll(&ready, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
-      if (n > 0) {
-        return true;
-      }
-      if (n < 0 && errno != EINTR) {
-        return fail_errno("agent connection: poll", errno);
-      }
-    }
-  }
-
-  UniqueFd fd_;
-  FrameReader reader_;
-  std::chrono::milliseconds timeout_;
-};
+}
 
 }  // namespace
 
@@ -345,25 +236,32 @@ Result<ExitStatus> AgentClient::exec(const ExecRequest& req, const Sink& on_stdo
     }
     DSEC_TRY(stream.send(MessageType::kStdinClose, id, {}, stalled));
   }
-  while (true) {
-    const Frame f = DSEC_TRY(stream.receive(kDuring, stalled));
-    DSEC_TRY(before_exit_deadline());
-    if (f.request_id != id) {
-      return fail("agent protocol: an answer for request " + std::to_string(f.request_id));
-    }
-    switch (f.type) {
-      case MessageType::kStdout:
-        DSEC_TRY(on_stdout(f.payload));
-        break;
-      case MessageType::kStderr:
-        DSEC_TRY(on_stderr(f.payload));
-        break;
-      case MessageType::kExit:
-        return decode_exit_status(f.payload);
-      default:
-        return unexpected_frame(f, kDuring);
-    }
+  return receive_output(stream, id, kDuring, stalled, before_exit_deadline, on_stdout, on_stderr);
+}
+
+Result<ExitStatus> AgentClient::attach_process(uint32_t pid, const Sink& on_stdout,
+                                               const Sink& on_stderr) {
+  constexpr const char* kDuring = "process attach";
+  // As for an exec: the process decides when its output comes.
+  const Stalled stalled = [&]() -> Status { return still_answering(kDuring); };
+  Stream stream(DSEC_TRY(connector_()), answer_timeout_);
+  const uint32_t id = next_id_++;
+  DSEC_TRY(stream.send(MessageType::kProcessAttach, id, encode(ProcessRef{pid}), stalled));
+  return receive_output(
+      stream, id, kDuring, stalled, [] { return ok(); }, on_stdout, on_stderr);
+}
+
+Result<Frame> AgentClient::request(MessageType type, std::span<const uint8_t> payload,
+                                   MessageType answer, const char* during) {
+  const Stalled stalled = give_up(during, answer_timeout_);
+  Stream stream(DSEC_TRY(connector_()), answer_timeout_);
+  const uint32_t id = next_id_++;
+  DSEC_TRY(stream.send(type, id, payload, stalled));
+  Frame f = DSEC_TRY(stream.receive(during, stalled));
+  if (f.type != answer || f.request_id != id) {
+    return unexpected_frame(f, during);
   }
+  return f;
 }
 
 Status AgentClient::write_file(int source_fd, uint64_t size, const std::string& guest_path,

@@ -6,9 +6,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
+#include "vmm/agent/fs_protocol.h"
+#include "vmm/agent/process_protocol.h"
 #include "vmm/agent/protocol.h"
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
@@ -39,6 +43,28 @@ Result<UniqueFd> connect_vsock_uds(const std::string& uds_path, uint32_t port,
 // vhost-vsock (QEMU), where the host side is the kernel's.
 Result<UniqueFd> connect_vsock(uint32_t cid, uint32_t port);
 
+namespace client_detail {
+class Stream;
+}
+
+// A guest directory watched (AgentClient::watch_directory): its events as they come. The
+// watch ends in the guest when this is destroyed (its connection closes).
+class DirectoryWatch {
+ public:
+  DirectoryWatch(std::unique_ptr<client_detail::Stream> stream, uint32_t id);
+  DirectoryWatch(DirectoryWatch&&) noexcept;
+  DirectoryWatch& operator=(DirectoryWatch&&) noexcept;
+  ~DirectoryWatch();
+
+  // The next event, waiting at most `wait`: nullopt when none came by then; an Error when
+  // the connection broke or the guest sent something malformed.
+  Result<std::optional<FsEvent>> next(std::chrono::milliseconds wait);
+
+ private:
+  std::unique_ptr<client_detail::Stream> stream_;
+  uint32_t id_;
+};
+
 // Every wait on the guest is bounded by the client's answer timeout: a reply frame that is
 // not whole within it, or a frame of ours the guest does not take within it, ends the
 // request with an Error saying that the guest stopped answering (a health check, a clone
@@ -68,9 +94,43 @@ class AgentClient {
   Result<FileInfo> read_file(const std::string& guest_path, const Sink& sink,
                              const std::function<Status(const FileInfo&)>& on_info = {});
 
+  // Kept processes (docs/agent-protocol.md, "Processes"; vmm/agent/process_client.cpp):
+  // they outlive the connection that started them, so each call is a connection of its own.
+  // Starts one; its pid.
+  Result<uint32_t> start_process(const ProcessStartRequest& req);
+  // Streams a kept process's output from the first byte no one has read, then live, until
+  // it ends; its exit. Closing the connection (an Error from a sink) leaves it running.
+  Result<ExitStatus> attach_process(uint32_t pid, const Sink& on_stdout, const Sink& on_stderr);
+  Result<ProcessListReply> list_processes();
+  // Writes `data` to its stdin, in frames of at most kMaxChunk bytes.
+  Status send_process_input(uint32_t pid, std::span<const uint8_t> data);
+  Status close_process_stdin(uint32_t pid);
+  // Sends `signal` to its process group.
+  Status signal_process(uint32_t pid, int signal);
+  Status resize_process_terminal(uint32_t pid, uint16_t rows, uint16_t cols);
+
+  // The guest's file system (docs/agent-protocol.md, "File system"; fs_client.cpp).
+  // What `path` is (not following a symlink).
+  Result<FsEntry> stat(const std::string& path);
+  // The entries under directory `path`, `depth` levels deep (1: its own entries).
+  Result<std::vector<FsEntry>> list_directory(const std::string& path, uint32_t depth = 1);
+  // Makes directory `path` and its missing parents; false when it was there already.
+  Result<bool> make_directory(const std::string& path);
+  Status move_path(const std::string& from, const std::string& to);
+  // Removes `path`, and all under it when it is a directory.
+  Status remove_path(const std::string& path);
+  // Watches directory `path` (and, with `recursive`, those under it) for files created,
+  // written, removed, renamed or changed in mode; the watch is set when this returns.
+  Result<DirectoryWatch> watch_directory(const std::string& path, bool recursive = false);
+
   std::chrono::milliseconds answer_timeout() const { return answer_timeout_; }
 
  private:
+  // One request on a connection of its own, answered by one frame of type `answer` (an
+  // error frame becomes an Error).
+  Result<Frame> request(MessageType type, std::span<const uint8_t> payload, MessageType answer,
+                        const char* during);
+
   // Whether the agent still answers (a health check on a fresh connection), for an exec
   // whose own connection stayed quiet for the answer timeout.
   Status still_answering(const char* during);

@@ -5,8 +5,6 @@
 #include "vmm/agent/wire.h"
 
 namespace dsec::agent {
-namespace {
-
 Status check_path(const std::string& path, const char* what) {
   if (path.empty() || path.front() != '/') {
     return fail(std::string(what) + ": the path '" + path + "' is not absolute");
@@ -14,7 +12,14 @@ Status check_path(const std::string& path, const char* what) {
   return ok();
 }
 
-}  // namespace
+Status check_env(const std::vector<std::string>& env, const char* what) {
+  for (const auto& e : env) {
+    if (e.find('=') == std::string::npos || e.front() == '=') {
+      return fail(std::string(what) + ": the environment entry '" + e + "' is not NAME=value");
+    }
+  }
+  return ok();
+}
 
 std::optional<const char*> message_type_name(uint16_t type) {
   switch (static_cast<MessageType>(type)) {
@@ -32,6 +37,32 @@ std::optional<const char*> message_type_name(uint16_t type) {
       return "clone-sync";
     case MessageType::kReadFile:
       return "read-file";
+    case MessageType::kProcessStart:
+      return "process-start";
+    case MessageType::kProcessAttach:
+      return "process-attach";
+    case MessageType::kProcessList:
+      return "process-list";
+    case MessageType::kProcessInput:
+      return "process-input";
+    case MessageType::kProcessCloseStdin:
+      return "process-close-stdin";
+    case MessageType::kProcessSignal:
+      return "process-signal";
+    case MessageType::kProcessResize:
+      return "process-resize";
+    case MessageType::kFsStat:
+      return "fs-stat";
+    case MessageType::kFsList:
+      return "fs-list";
+    case MessageType::kFsMkdir:
+      return "fs-mkdir";
+    case MessageType::kFsMove:
+      return "fs-move";
+    case MessageType::kFsRemove:
+      return "fs-remove";
+    case MessageType::kFsWatch:
+      return "fs-watch";
     case MessageType::kFileData:
       return "file-data";
     case MessageType::kFileEnd:
@@ -50,6 +81,18 @@ std::optional<const char*> message_type_name(uint16_t type) {
       return "ok";
     case MessageType::kFileInfo:
       return "file-info";
+    case MessageType::kProcessStarted:
+      return "process-started";
+    case MessageType::kProcessListReply:
+      return "process-list-reply";
+    case MessageType::kFsStatReply:
+      return "fs-stat-reply";
+    case MessageType::kFsEntries:
+      return "fs-entries";
+    case MessageType::kFsMade:
+      return "fs-made";
+    case MessageType::kFsEvent:
+      return "fs-event";
   }
   return std::nullopt;
 }
@@ -152,11 +195,7 @@ Result<ExecRequest> decode_exec_request(std::span<const uint8_t> payload) {
   if (m.argv.empty() || m.argv.front().empty()) {
     return fail("exec request: no program to run (argv is empty)");
   }
-  for (const auto& e : m.env) {
-    if (e.find('=') == std::string::npos || e.front() == '=') {
-      return fail("exec request: the environment entry '" + e + "' is not NAME=value");
-    }
-  }
+  DSEC_TRY(check_env(m.env, "exec request"));
   if (!m.cwd.empty()) {
     DSEC_TRY(check_path(m.cwd, "exec request: cwd"));
   }

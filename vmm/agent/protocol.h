@@ -17,6 +17,8 @@
 
 namespace dsec::agent {
 
+// What the agent's health-ok reports: 2 added the process messages, 3 the file system's.
+inline constexpr const char* kAgentVersion = "dsec-agent 3";
 // The vsock port the agent listens on in the guest.
 inline constexpr uint32_t kAgentPort = 1024;
 inline constexpr uint32_t kFrameMagic = 0x47415344;  // "DSAG", little-endian on the wire
@@ -39,17 +41,38 @@ enum class MessageType : uint16_t {
   kWriteFile = 0x0005,   // WriteFileRequest, then kFileData..., kFileEnd; answered kOk or kError
   kReadFile = 0x0006,    // ReadFileRequest; answered kFileInfo, kFileData..., kFileEnd, or kError
   kCloneSync = 0x0007,   // CloneSyncRequest; answered kOk or kError
+  // Processes kept by the agent past their connection (vmm/agent/process_protocol.h).
+  kProcessStart = 0x0020,       // ProcessStartRequest; answered kProcessStarted or kError
+  kProcessAttach = 0x0021,      // ProcessRef; answered kStdout/kStderr..., then kExit, or kError
+  kProcessList = 0x0022,        // empty; answered kProcessListReply
+  kProcessInput = 0x0023,       // ProcessInput; answered kOk or kError
+  kProcessCloseStdin = 0x0024,  // ProcessRef; answered kOk or kError
+  kProcessSignal = 0x0025,      // ProcessSignal; answered kOk or kError
+  kProcessResize = 0x0026,      // ProcessResize; answered kOk or kError
+  // The file system (vmm/agent/fs_protocol.h).
+  kFsStat = 0x0030,    // FsPath; answered kFsStatReply or kError
+  kFsList = 0x0031,    // FsListRequest; answered kFsEntries..., then kOk or kError
+  kFsMkdir = 0x0032,   // FsPath; answered kFsMade or kError
+  kFsMove = 0x0033,    // FsMoveRequest; answered kOk or kError
+  kFsRemove = 0x0034,  // FsPath; answered kOk or kError
+  kFsWatch = 0x0035,   // FsWatchRequest; answered kOk, then kFsEvent... until the host closes
   // both directions
   kFileData = 0x0010,  // raw bytes, at most kMaxChunk
   kFileEnd = 0x0011,   // empty
   // guest -> host
-  kHealthOk = 0x0081,  // HealthReply
-  kStdout = 0x0082,    // raw bytes
-  kStderr = 0x0083,    // raw bytes
-  kExit = 0x0084,      // ExitStatus
-  kError = 0x0085,     // ErrorReply
-  kOk = 0x0086,        // empty
-  kFileInfo = 0x0087,  // FileInfo
+  kHealthOk = 0x0081,          // HealthReply
+  kStdout = 0x0082,            // raw bytes
+  kStderr = 0x0083,            // raw bytes
+  kExit = 0x0084,              // ExitStatus
+  kError = 0x0085,             // ErrorReply
+  kOk = 0x0086,                // empty
+  kFileInfo = 0x0087,          // FileInfo
+  kProcessStarted = 0x0088,    // ProcessRef: the new process's pid
+  kProcessListReply = 0x0089,  // ProcessListReply
+  kFsStatReply = 0x008A,       // FsEntry
+  kFsEntries = 0x008B,         // FsEntries
+  kFsMade = 0x008C,            // FsMade
+  kFsEvent = 0x008D,           // FsEvent
 };
 
 // The type's name for messages ("exec"), or nullopt if the value is no known type.
@@ -156,6 +179,10 @@ std::vector<uint8_t> encode(const FileInfo& m);
 std::vector<uint8_t> encode(const HealthReply& m);
 std::vector<uint8_t> encode(const CloneSyncRequest& m);
 std::vector<uint8_t> encode(const ErrorReply& m);
+
+// Checks shared by the decoders: an absolute path; "NAME=value" environment entries.
+Status check_path(const std::string& path, const char* what);
+Status check_env(const std::vector<std::string>& env, const char* what);
 
 // Each checks every bound and that the payload is consumed exactly.
 Result<ExecRequest> decode_exec_request(std::span<const uint8_t> payload);

@@ -45,6 +45,32 @@ struct ExecResult {
   std::string stderr_data{};
 };
 
+// A process the sandbox's agent keeps past the call that started it (a server, a shell):
+// its output waits in the guest, 1 MiB a stream, until read (attach_process).
+struct ProcessRequest {
+  std::vector<std::string> argv{};  // the program and its arguments; argv[0] is looked up in PATH
+  std::vector<std::string> env{};   // NAME=value, added to the agent's environment
+  std::string cwd{};                // working directory in the guest; empty: the user's home, or /
+  std::string tag{};                // free text to find it by in list_processes()
+  std::string user{};               // a user of the guest's image (`user`); empty: root
+  bool stdin_open = false;          // a stdin to write with send_process_input()
+  bool terminal = false;            // a pseudo-terminal of rows x cols for all three streams
+  uint16_t rows = 24;
+  uint16_t cols = 80;
+};
+
+struct ProcessInfo {
+  uint32_t pid = 0;
+  std::string tag{};
+  std::vector<std::string> argv{};  // as started, cut to 2 KiB in all
+  bool running = true;
+  ExitStatus exit{};  // when not running
+  bool terminal = false;
+  // Output dropped, for room, before anyone read it.
+  uint64_t stdout_dropped = 0;
+  uint64_t stderr_dropped = 0;
+};
+
 // Receives a command's output as it comes.
 using OutputSink = std::function<void(std::string_view)>;
 
@@ -67,6 +93,20 @@ class DSEC_SDK_API SandboxClient {
   // Runs a command, streaming its output to the sinks as it comes.
   Result<ExitStatus> exec(const ExecRequest& request, const OutputSink& on_stdout,
                           const OutputSink& on_stderr) const;
+
+  // Kept processes (docs/agent-protocol.md, "Processes"): each call is a request of its own,
+  // and a process outlives the call (and the client) that started it. Starts one; its pid.
+  Result<uint32_t> start_process(const ProcessRequest& request) const;
+  // Streams its output from the first byte no one has read, then live, until it ends; its
+  // exit. The process runs on when this fails (a broken connection).
+  Result<ExitStatus> attach_process(uint32_t pid, const OutputSink& on_stdout,
+                                    const OutputSink& on_stderr) const;
+  Result<std::vector<ProcessInfo>> list_processes() const;
+  Status send_process_input(uint32_t pid, std::string_view data) const;
+  Status close_process_stdin(uint32_t pid) const;
+  // Sends `signal` to its process group.
+  Status signal_process(uint32_t pid, int signal) const;
+  Status resize_terminal(uint32_t pid, uint16_t rows, uint16_t cols) const;
 
   // Copies the regular file `host_path` into the guest as `guest_path` (absolute), with its
   // permission bits.
