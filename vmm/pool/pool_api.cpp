@@ -232,6 +232,14 @@ http::Router pool_router(Pool& pool, const TenantAccess& access) {
                         respond(answer(made, 201));
                       });
       });
+  routes.add(Method::kPatch, "/sandboxes/{id}/network", Who::kTenant,
+             [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args) {
+               auto egress = parse_network_patch(request.body);
+               if (!egress) {
+                 return bad_body(egress.error());
+               }
+               return answer(pool.set_network(tenant, args[0], *egress));
+             });
   routes.add(Method::kPost, "/sandboxes/{id}/keepalive", Who::kTenant,
              [&pool](const Tenant& tenant, const HttpRequest&, const Args& args) {
                return answer(pool.keepalive(tenant, args[0]));
