@@ -209,7 +209,7 @@ std::string network_answer(const std::vector<std::string>& fields,
 }  // namespace
 
 Result<std::unique_ptr<LauncherProcess>> LauncherProcess::start(const std::string& vmm_binary,
-                                                                NetworkService networks) {
+                                                                const NetworkService& networks) {
   std::array<int, 2> pair{};
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair.data()) != 0) {
     return fail_errno("launcher: socketpair", errno);

@@ -41,7 +41,7 @@ class LauncherProcess {
   // Forks the launcher. The caller has one thread (a fork copies only the caller's).
   // `networks` serves network requests in the launcher; empty: it refuses them.
   static Result<std::unique_ptr<LauncherProcess>> start(const std::string& vmm_binary,
-                                                        NetworkService networks = {});
+                                                        const NetworkService& networks = {});
   LauncherProcess(const LauncherProcess&) = delete;
   LauncherProcess& operator=(const LauncherProcess&) = delete;
   // Closes the socket, which ends the launcher, and reaps it. Its VMMs live on, adopted by
