@@ -9,7 +9,9 @@
 // in a namespace of its own, routed through the host (tests/support/outside_network.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +28,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/warm_image.h"
 #include "vmm/http/client.h"
+#include "vmm/network/namespace_thread.h"
 
 namespace dsec::test {
 namespace {
@@ -88,6 +91,31 @@ std::string sh(const PoolDaemon& daemon, const std::string& id, const std::strin
 std::string fetch(const PoolDaemon& daemon, const std::string& id) {
   return sh(daemon, id,
             "timeout 10 wget -qO- http://" + ip(kServer) + ":" + std::to_string(kPort) + "/");
+}
+
+// What a TCP connection from the namespace `netns` to ADDRESS:PORT reads to its end; empty
+// when it cannot connect.
+std::string read_from(int netns, uint32_t address, uint16_t port) {
+  std::string got;
+  (void)network::in_namespace(netns, [&]() -> Status {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const timeval timeout{.tv_sec = 5, .tv_usec = 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    const sockaddr_in sin{.sin_family = AF_INET,
+                          .sin_port = htons(port),
+                          .sin_addr = {htonl(address)},
+                          .sin_zero = {}};
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&sin), sizeof sin) != 0) {
+      return fail_errno("connect", errno);
+    }
+    char buffer[256];
+    for (ssize_t n = 0; (n = ::read(fd.get(), buffer, sizeof buffer)) > 0;) {
+      got.append(buffer, static_cast<size_t>(n));
+    }
+    return ok();
+  });
+  return got;
 }
 
 // The metric `name`'s value for sandbox `id`, -1 when it is not there.
@@ -210,6 +238,44 @@ TEST_F(PoolNetworkTest, ADaemonKilledAndStartedAgainKeepsItsClonesNetworksAndRem
   EXPECT_EQ(patched.status, 200) << patched.body;
   EXPECT_THAT(fetch(*daemon_, id), Not(HasSubstr("from the host")));
   EXPECT_EQ(daemon_->request("DELETE", "/sandboxes/" + id).status, 204);
+  EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->log();
+  EXPECT_EQ(clone_networks_on_host(), before_);
+}
+
+TEST_F(PoolNetworkTest, AGuestsPortIsReachedFromOutsideThroughAForwardedHostPort) {
+  start_daemon();
+  register_image({{"ready", 0}, {"max", 1}});  // egress none: nothing leaves, answers do
+  const json a = acquire(*daemon_);
+  ASSERT_TRUE(a.contains("id")) << daemon_->log();
+  const std::string id = a["id"];
+  EXPECT_THAT(sh(*daemon_, id,
+                 "(while true; do echo hello from the guest | nc -l -p 8000; done) "
+                 "</dev/null >/dev/null 2>&1 & echo started"),
+              HasSubstr("started"));
+  const auto forwarded =
+      daemon_->request("POST", "/sandboxes/" + id + "/ports", R"({"guest_port": 8000})");
+  ASSERT_EQ(forwarded.status, 201) << forwarded.body << daemon_->log();
+  const json port = json::parse(forwarded.body);
+  EXPECT_EQ(port["guest_port"], 8000);
+  const auto host_port = port["host_port"].get<uint16_t>();
+  EXPECT_GE(host_port, 30000);
+  // From beyond the host, to the host's address on that side.
+  std::string got;
+  EXPECT_TRUE(eventually(
+      [&] {
+        got = read_from(outside_.netns(), kServer - 1, host_port);
+        return got == "hello from the guest\n";
+      },
+      60s))
+      << got;
+  const auto bad = daemon_->request("POST", "/sandboxes/" + id + "/ports", R"({"guest_port": 0})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("give 1 to 65535"));
+
+  EXPECT_EQ(daemon_->request("DELETE", "/sandboxes/" + id).status, 204);
+  EXPECT_TRUE(
+      eventually([&] { return read_from(outside_.netns(), kServer - 1, host_port).empty(); }, 60s))
+      << "the forward outlived its sandbox";
   EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->log();
   EXPECT_EQ(clone_networks_on_host(), before_);
 }

@@ -22,6 +22,7 @@
 #include "vmm/common/network_namespace.h"
 #include "vmm/network/clone_network_host.h"
 #include "vmm/network/namespace_thread.h"
+#include "vmm/network/nftables.h"
 #include "vmm/pool/launcher_networks.h"
 #include "vmm/pool/launcher_process.h"
 
@@ -29,6 +30,7 @@ namespace dsec::pool {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const ImageNetwork kImage{.tap = "tap0",
                           .tap_address = {.address = 0xC0A8F101, .prefix = 29},  // .1/29
@@ -152,6 +154,30 @@ TEST_F(PoolNetworksTest, ADaemonStartedAgainAdoptsItsClonesNetworksAndRemovesThe
   networks_->release(fresh);
   networks_->release(kept);
   EXPECT_TRUE(std::filesystem::is_empty(run_dir_.path()));
+}
+
+// A host port forwarded to a clone's guest port is a DNAT rule in the host's namespace,
+// to the clone's namespace veth address; it goes with the clone's network.
+TEST_F(PoolNetworksTest, AForwardedPortIsARuleOfTheHostThatGoesWithTheNetwork) {
+  start_launcher();
+  const uint32_t slot = made(networks_->make(kImage, {}));
+  ASSERT_NE(slot, kNoSlot);
+  ASSERT_OK_AND_ASSIGN(const uint16_t port, networks_->forward_port(slot, 8000));
+  EXPECT_EQ(port, network::kFirstForwardedPort);
+  ASSERT_OK_AND_ASSIGN(const uint16_t again, networks_->forward_port(slot, 8000));
+  EXPECT_EQ(again, port) << "the same guest port keeps its host port";
+  ASSERT_OK_AND_ASSIGN(const uint16_t other, networks_->forward_port(slot, 22));
+  EXPECT_NE(other, port);
+  const auto table = [] {
+    auto nft = network::Nftables::open();
+    auto listed = nft ? nft->run("list table ip dsec_ports") : Result<std::string>("");
+    return listed ? *listed : std::string("(none)");
+  };
+  EXPECT_THAT(table(), HasSubstr("tcp dport 30000 dnat to 10.200.0.2:8000")) << table();
+  EXPECT_THAT(table(), HasSubstr("tcp dport 30001 dnat to 10.200.0.2:22"));
+  networks_->release(slot);
+  EXPECT_THAT(table(), Not(HasSubstr("dnat"))) << table();
+  EXPECT_FALSE(networks_->forward_port(slot, 8000).has_value()) << "no network, no forward";
 }
 
 TEST(PoolImageNetwork, TheGuestsAddressIsTheOneAfterTheTapsAndBadOnesAreRefused) {

@@ -259,7 +259,8 @@ TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
       {http::Method::kPut, "/files"},     {http::Method::kGet, "/files"},
       {http::Method::kPost, "/pause"},    {http::Method::kPost, "/resume"},
       {http::Method::kPost, "/snapshot"}, {http::Method::kPost, "/keepalive"},
-      {http::Method::kPatch, "/network"}, {http::Method::kDelete, ""}};
+      {http::Method::kPatch, "/network"}, {http::Method::kPost, "/ports"},
+      {http::Method::kDelete, ""}};
   for (const auto& other : {tcp_request(kTokenB), unix_request(1000, 1000), unix_request(0, 0)}) {
     for (const auto& [method, tail] : routes) {
       auto request = other;
@@ -267,6 +268,7 @@ TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
       const std::string body = tail == "/exec"       ? R"({"argv": ["true"]})"
                                : tail == "/snapshot" ? snapshot_body
                                : tail == "/network"  ? R"({"mode": "all"})"
+                               : tail == "/ports"    ? R"({"guest_port": 80})"
                                                      : "";
       const auto answer = call(request, method, "/sandboxes/" + id + tail, body);
       EXPECT_EQ(answer.status, 404)

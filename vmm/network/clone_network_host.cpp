@@ -39,7 +39,15 @@ Result<CloneNetworkCounters> CloneNetworkHost::counters(const std::string& name)
   return DSEC_TRY(find(name))->counters();
 }
 
+Result<uint16_t> CloneNetworkHost::forward_port(const std::string& name, uint16_t guest_port) {
+  const CloneNetwork* network = DSEC_TRY(find(name));
+  return ports_.add(name, network->namespace_veth_address(), guest_port);
+}
+
 Status CloneNetworkHost::remove(const std::string& name, const std::string& run_dir) {
+  if (auto forwards = ports_.remove_owner(name); !forwards) {
+    return forwards;
+  }
   if (held_.erase(name) > 0) {
     return ok();  // the destructor removed it all
   }
@@ -65,6 +73,14 @@ std::string CloneNetworkHost::serve(std::string_view request) {
       const auto name = DSEC_TRY(object.string("name"));
       DSEC_TRY(object.finish());
       out["counters"] = counters_json(DSEC_TRY(counters(name)));
+    } else if (op == "forward") {
+      const auto name = DSEC_TRY(object.string("name"));
+      const uint32_t port = DSEC_TRY(object.unsigned_int32("guest_port"));
+      DSEC_TRY(object.finish());
+      if (port == 0 || port > 65535) {
+        return fail("guest port " + std::to_string(port), "give a port from 1 to 65535");
+      }
+      out["host_port"] = DSEC_TRY(forward_port(name, static_cast<uint16_t>(port)));
     } else if (op == "remove") {
       const auto name = DSEC_TRY(object.string("name"));
       const auto run_dir = DSEC_TRY(object.string("run_dir", JsonObject::Empty::kAllowed));

@@ -25,6 +25,9 @@ class CloneNetworks {
   virtual Status adopt(const CloneNetworkConfig& config) = 0;
   virtual Status set_egress(const std::string& name, const EgressPolicy& policy) = 0;
   virtual Result<CloneNetworkCounters> counters(const std::string& name) = 0;
+  // A host port whose TCP connections go to `guest_port` of network `name`'s guest
+  // (host_port_forwards.h); removed with the network.
+  virtual Result<uint16_t> forward_port(const std::string& name, uint16_t guest_port) = 0;
   // Removes the network `name`: the one held, or else what a killed process left of it
   // under `run_dir` (CloneNetwork::remove_stale). Nothing there is no error.
   virtual Status remove(const std::string& name, const std::string& run_dir) = 0;

@@ -159,6 +159,21 @@ PoolResult<void> CloneResources::set_egress(Sandbox& sandbox, const network::Egr
   return {};
 }
 
+PoolResult<uint16_t> CloneResources::forward_port(const Sandbox& sandbox, uint16_t guest_port) {
+  if (!sandbox.record.network_slot || !networks_) {
+    return std::unexpected(error(Failure::kInvalid, "sandbox " + sandbox.record.id +
+                                                        " has no network: its image's snapshot "
+                                                        "has no network device"));
+  }
+  auto port = networks_->forward_port(*sandbox.record.network_slot, guest_port);
+  if (!port) {
+    return std::unexpected(
+        error(Failure::kUnavailable,
+              "sandbox " + sandbox.record.id + ": no port forwarded: " + port.error().message()));
+  }
+  return *port;
+}
+
 std::optional<network::CloneNetworkCounters> CloneResources::network_counters(
     const Sandbox& sandbox) {
   if (!sandbox.record.network_slot || !networks_) {

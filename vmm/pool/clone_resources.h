@@ -65,6 +65,9 @@ class CloneResources {
   // Replaces the egress policy of `sandbox`'s network and records it; kInvalid when it has
   // none, kUnavailable when it could not be set (the old one holds then).
   PoolResult<void> set_egress(Sandbox& sandbox, const network::EgressPolicy& policy);
+  // A host port forwarded to `guest_port` of `sandbox`'s guest; kInvalid when it has no
+  // network, kUnavailable when it could not be made.
+  PoolResult<uint16_t> forward_port(const Sandbox& sandbox, uint16_t guest_port);
   // What crossed `sandbox`'s network; none when it has none or they cannot be read.
   std::optional<network::CloneNetworkCounters> network_counters(const Sandbox& sandbox);
   // The namespace's veth address of a sandbox with a network; empty otherwise.

@@ -42,6 +42,16 @@ Result<network::CloneNetworkCounters> LauncherNetworks::counters(const std::stri
   return network::parse_counters_json(answer["counters"]);
 }
 
+Result<uint16_t> LauncherNetworks::forward_port(const std::string& name, uint16_t guest_port) {
+  const auto answer =
+      DSEC_TRY(call({{"op", "forward"}, {"name", name}, {"guest_port", guest_port}}));
+  if (!answer.contains("host_port") || !answer["host_port"].is_number_unsigned() ||
+      answer["host_port"].get<uint64_t>() > 65535) {
+    return fail("launcher: a forward answer without a host port");
+  }
+  return answer["host_port"].get<uint16_t>();
+}
+
 Status LauncherNetworks::remove(const std::string& name, const std::string& run_dir) {
   DSEC_TRY(call({{"op", "remove"}, {"name", name}, {"run_dir", run_dir}}));
   return ok();

@@ -125,6 +125,14 @@ PoolResult<nlohmann::json> Pool::set_network(const Tenant& caller, const std::st
   return SandboxTable::view(*s);
 }
 
+PoolResult<nlohmann::json> Pool::forward_port(const Tenant& caller, const std::string& id,
+                                              uint16_t guest_port) {
+  Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
+  const uint16_t host_port = DSEC_TRY(resources_.forward_port(*s, guest_port));
+  s->last_request = Sandbox::Clock::now();
+  return nlohmann::json{{"host_port", host_port}, {"guest_port", guest_port}};
+}
+
 PoolResult<void> Pool::keepalive(const Tenant& caller, const std::string& id) {
   Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
   s->last_request = Sandbox::Clock::now();

@@ -96,6 +96,10 @@ class Pool {
   // network.
   PoolResult<nlohmann::json> set_network(const Tenant& caller, const std::string& id,
                                          const network::EgressPolicy& egress);
+  // Forwards a host port to `guest_port` of acquired sandbox `id`'s guest:
+  // {"host_port", "guest_port"}.
+  PoolResult<nlohmann::json> forward_port(const Tenant& caller, const std::string& id,
+                                          uint16_t guest_port);
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
   PoolResult<void> keepalive(const Tenant& caller, const std::string& id);
   PoolResult<nlohmann::json> sandbox_json(const Tenant& caller, const std::string& id);

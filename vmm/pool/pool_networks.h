@@ -62,6 +62,9 @@ class PoolNetworks {
 
   Status set_egress(uint32_t slot, const network::EgressPolicy& policy);
   Result<network::CloneNetworkCounters> counters(uint32_t slot);
+  Result<uint16_t> forward_port(uint32_t slot, uint16_t guest_port) {
+    return networks_->forward_port(name(slot), guest_port);
+  }
 
   std::string name(uint32_t slot) const { return name_in(options_.clone_range, slot); }
   // The name of slot's network in `range`: "dp" and its /30's address in hex.

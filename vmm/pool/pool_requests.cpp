@@ -165,6 +165,16 @@ Result<network::EgressPolicy> caller_egress(const network::EgressPolicy& image,
   return policy;
 }
 
+Result<uint16_t> parse_port_forward(std::string_view body) {
+  auto object = DSEC_TRY(JsonObject::parse(body));
+  const uint64_t port = DSEC_TRY(object.unsigned_int("guest_port"));
+  DSEC_TRY(object.finish());
+  if (port == 0 || port > 65535) {
+    return fail(fmt::format("'guest_port' {} is not a port", port), "give 1 to 65535");
+  }
+  return static_cast<uint16_t>(port);
+}
+
 Result<network::EgressPolicy> parse_network_patch(std::string_view body) {
   const auto value = nlohmann::json::parse(body, nullptr, false);
   if (value.is_discarded()) {

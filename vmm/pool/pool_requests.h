@@ -49,6 +49,9 @@ struct AcquireRequest {
 Result<network::EgressPolicy> caller_egress(const network::EgressPolicy& image,
                                             const network::EgressPolicy& caller);
 
+// POST /sandboxes/{id}/ports: {"guest_port": 1..65535}.
+Result<uint16_t> parse_port_forward(std::string_view body);
+
 // PATCH /sandboxes/{id}/network: {"mode", "allow"?, "deny"?}, as an image's "egress".
 Result<network::EgressPolicy> parse_network_patch(std::string_view body);
 

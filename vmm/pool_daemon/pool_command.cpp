@@ -246,6 +246,13 @@ int run_pool(const PoolOptions& options) {
   // that none inherits the daemon's filter (launcher_process.h).
   // The clones' networks are made and held there too: the launcher's copy of `host` is
   // the one that serves (docs/network.md, "The pool's clones").
+  // Forwards a killed daemon's launcher left lead to clones that are gone or not forwarded
+  // any more: they go (an adopted clone keeps its network, not its forwarded ports).
+  if (networks) {
+    if (auto cleared = network::HostPortForwards::clear(); !cleared) {
+      return fail_with(cleared.error());
+    }
+  }
   auto host = std::make_shared<network::CloneNetworkHost>();
   auto launcher = pool::LauncherProcess::start(
       *vmm, [host](std::string_view request) { return host->serve(request); });
