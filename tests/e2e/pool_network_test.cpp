@@ -29,6 +29,7 @@
 #include "tests/support/warm_image.h"
 #include "vmm/http/client.h"
 #include "vmm/network/namespace_thread.h"
+#include "vmm/network/nftables.h"
 
 namespace dsec::test {
 namespace {
@@ -278,6 +279,9 @@ TEST_F(PoolNetworkTest, AGuestsPortIsReachedFromOutsideThroughAForwardedHostPort
       << "the forward outlived its sandbox";
   EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->log();
   EXPECT_EQ(clone_networks_on_host(), before_);
+  auto nft = network::Nftables::open();
+  ASSERT_TRUE(nft.has_value()) << nft.error().message();
+  EXPECT_FALSE(nft->run("list table ip dsec_ports").has_value()) << "the host's table is left";
 }
 
 }  // namespace

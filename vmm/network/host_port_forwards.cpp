@@ -57,7 +57,10 @@ Result<uint16_t> HostPortForwards::add(const std::string& owner, uint32_t destin
 Status HostPortForwards::remove_owner(const std::string& owner) {
   const size_t before = forwards_.size();
   std::erase_if(forwards_, [&](const auto& entry) { return entry.second.owner == owner; });
-  return forwards_.size() == before ? ok() : write();
+  if (forwards_.size() == before) {
+    return ok();
+  }
+  return forwards_.empty() ? clear() : write();  // no table left behind with no forward
 }
 
 Status HostPortForwards::write() const {
