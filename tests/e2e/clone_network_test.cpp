@@ -22,6 +22,7 @@
 
 #include "tests/support/eventually.h"
 #include "tests/support/jail_dir.h"
+#include "tests/support/namespace_listener.h"
 #include "tests/support/outside_network.h"
 #include "tests/support/result_matchers.h"
 #include "tests/support/sandbox.h"
@@ -37,75 +38,6 @@ using network::Netlink;
 
 constexpr auto kReadyDeadline = std::chrono::seconds(300);
 constexpr uint16_t kPort = 7070;
-
-std::string ip(uint32_t address) {
-  const std::string cidr = network::to_string({.address = address, .prefix = 32});
-  return cidr.substr(0, cidr.find('/'));
-}
-
-// A TCP listener on ADDRESS:PORT in the network namespace `netns_fd`, until destroyed. It
-// answers each connection with "hello from ADDRESS\n" and ends its side; or, as a sink,
-// only reads. Either reads each connection to its end and counts the bytes.
-class Listener {
- public:
-  enum class Kind { kReply, kSink };
-  Listener(int netns_fd, uint32_t address, uint16_t port, Kind kind = Kind::kReply)
-      : reply_("hello from " + ip(address) + "\n") {
-    auto made = network::in_namespace(netns_fd, [&]() -> Result<UniqueFd> {
-      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      sockaddr_in sin{.sin_family = AF_INET,
-                      .sin_port = htons(port),
-                      .sin_addr = {htonl(address)},
-                      .sin_zero = {}};
-      if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sin), sizeof(sin)) != 0 ||
-          ::listen(fd.get(), 8) != 0) {
-        return fail_errno("listener on " + ip(address), errno);
-      }
-      return fd;
-    });
-    EXPECT_TRUE(made.has_value()) << made.error().message();
-    if (!made) return;
-    fd_ = std::move(*made);
-    thread_ = std::thread([this, kind] {
-      while (!stop_) {
-        pollfd pfd{.fd = fd_.get(), .events = POLLIN, .revents = 0};
-        if (::poll(&pfd, 1, 100) != 1) continue;
-        UniqueFd client(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (!client) continue;
-        ++connections_;
-        if (kind == Kind::kReply) {
-          // Then read what the client sent up to its end: a socket closed with unread data
-          // resets the connection, and the client might lose the reply to that.
-          (void)!::write(client.get(), reply_.data(), reply_.size());
-          ::shutdown(client.get(), SHUT_WR);
-        }
-        char buffer[256];
-        while (!stop_) {
-          pollfd in{.fd = client.get(), .events = POLLIN, .revents = 0};
-          if (::poll(&in, 1, 100) != 1) continue;
-          const ssize_t got = ::read(client.get(), buffer, sizeof(buffer));
-          if (got <= 0) break;
-          bytes_ += got;
-        }
-      }
-    });
-  }
-  ~Listener() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  int connections() const { return connections_; }
-  long bytes() const { return bytes_; }
-  const std::string& reply() const { return reply_; }
-
- private:
-  std::string reply_;
-  UniqueFd fd_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> connections_{0};
-  std::atomic<long> bytes_{0};
-  std::thread thread_;
-};
 
 TEST(CloneNetworkE2e, AVmInACloneNetworkReachesOutWithEgressAllAndNothingWithNone) {
   if (default_image().kernel.empty()) return;  // the failure says how to build it

@@ -4,19 +4,17 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-
-#include <iostream>
 
 #include "tests/support/dsec_vmm.h"
 #include "tests/support/file_text.h"
@@ -84,6 +82,14 @@ class PoolDaemon {
       pid_ = -1;
     }
     return status;
+  }
+
+  // One request to its API, with a new connection; status 0 and why when none came back.
+  http::HttpReply request(std::string_view method, std::string_view path,
+                          const std::string& body = {},
+                          std::chrono::seconds within = std::chrono::seconds(300)) const {
+    auto reply = http::HttpClient(socket_, within).request(method, path, body);
+    return reply ? *reply : http::HttpReply{.status = 0, .body = reply.error().message()};
   }
 
   const std::string& socket() const { return socket_; }

@@ -65,6 +65,19 @@ TEST(PoolRestoreArgv, AnUnjailedCloneHasItsConsoleAndLogCappedAndNoJail) {
   EXPECT_THAT(argv, Not(::testing::Contains("--uid")));
 }
 
+// A clone with a network joins its namespace and opens the TAP the daemon named there, not
+// the one its snapshot names (docs/network.md, "The pool's clones").
+TEST(PoolRestoreArgv, ACloneWithANetworkJoinsItsNamespaceAndNamesItsTap) {
+  CloneLaunch launch = clone(200007);
+  launch.netns = "/run/netns/dp0ac80004";
+  launch.tap = "dsnet0";
+  const auto argv = restore_argv("/bin/dsec-vmm", launch, CloneLimits{}, {});
+  EXPECT_THAT(argv, IsSupersetOf({"--no-host-paths-from-snapshot", "--netns",
+                                  "/run/netns/dp0ac80004", "--net", "tap=dsnet0"}));
+  EXPECT_THAT(restore_argv("/bin/dsec-vmm", clone(200007), CloneLimits{}, {}),
+              Not(::testing::Contains("--netns")));
+}
+
 // A clone gets its image's files as the descriptors restore_argv names (--state-fd 4
 // --memory-fd 5), whatever their numbers in the daemon, and no other of the daemon's.
 TEST(PoolLaunch, TheCloneInheritsItsImagesFilesAsFourAndFiveAndNoOtherDescriptor) {

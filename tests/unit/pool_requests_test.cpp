@@ -147,6 +147,25 @@ TEST(PoolStateRecords, ARecordReadsBackAsWritten) {
   EXPECT_EQ(unowned.owner, "");
 }
 
+// A clone with a network keeps its slot and the egress it has now, for a daemon started
+// again to adopt its network with them.
+TEST(PoolStateRecords, AClonesNetworkSlotAndEgressReadBack) {
+  SandboxRecord record{.id = "sb-0123",
+                       .image = "net",
+                       .process = {.pid = 4242, .start_time = 987654},
+                       .files = {.vsock = "/s/v", .log = "/s/l", .api = "/s/a"},
+                       .state = SandboxState::kInUse,
+                       .expires_at_ms = 0};
+  record.network_slot = 7;
+  record.egress = {.mode = network::EgressPolicy::Mode::kAllowList,
+                   .allow = {{.destination = {.address = 0x0A000000, .prefix = 8},
+                              .first_port = 443,
+                              .last_port = 443}}};
+  ASSERT_OK_AND_ASSIGN(auto back, parse_record(record_text(record)));
+  EXPECT_EQ(back, record);
+  EXPECT_THAT(record_text(record), HasSubstr(R"("allow":["10.0.0.0/8:443"])"));
+}
+
 // A record written before idle timeouts and clone API sockets existed still reads, with
 // none, and not paused.
 TEST(PoolStateRecords, ARecordWithoutAnIdleTimeoutOrApiSocketReadsAsNone) {

@@ -259,6 +259,7 @@ TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
       {http::Method::kPut, "/files"},     {http::Method::kGet, "/files"},
       {http::Method::kPost, "/pause"},    {http::Method::kPost, "/resume"},
       {http::Method::kPost, "/snapshot"}, {http::Method::kPost, "/keepalive"},
+      {http::Method::kPatch, "/network"}, {http::Method::kPost, "/ports"},
       {http::Method::kDelete, ""}};
   for (const auto& other : {tcp_request(kTokenB), unix_request(1000, 1000), unix_request(0, 0)}) {
     for (const auto& [method, tail] : routes) {
@@ -266,6 +267,8 @@ TEST_F(PoolTenantsTest, AnotherTenantFindsNoneOfASandboxOnAnyRoute) {
       request.headers.emplace_back("x-dsec-path", "/etc/hostname");
       const std::string body = tail == "/exec"       ? R"({"argv": ["true"]})"
                                : tail == "/snapshot" ? snapshot_body
+                               : tail == "/network"  ? R"({"mode": "all"})"
+                               : tail == "/ports"    ? R"({"guest_port": 80})"
                                                      : "";
       const auto answer = call(request, method, "/sandboxes/" + id + tail, body);
       EXPECT_EQ(answer.status, 404)

@@ -45,8 +45,8 @@ TEST_F(PoolTest, KeepsReadyClonesAndRefillsAfterAnAcquire) {
 }
 
 // A state file chooses the host files its VM opens: the pool refuses an image whose
-// snapshot has drives or a network device (a caller's /dev/sda read-write), and one with
-// no vsock device (no agent), before any clone of it starts.
+// snapshot has drives (a caller's /dev/sda read-write), or a network device when it makes
+// no clone networks, and one with no vsock device (no agent), before any clone of it starts.
 TEST_F(PoolTest, AnImageWhoseSnapshotNamesHostFilesOrHasNoAgentIsRefused) {
   auto pool = make_pool(kServes);
   auto with = [&](const std::function<void(machine::MachineConfig&)>& change) {
@@ -61,7 +61,7 @@ TEST_F(PoolTest, AnImageWhoseSnapshotNamesHostFilesOrHasNoAgentIsRefused) {
               }),
               HasSubstr("its snapshot has 1 drive(s), which pool clones cannot have yet"));
   EXPECT_THAT(with([](auto& c) { c.net = machine::NetConfig{.tap = "tap0", .host_cidr = "", .mac = ""}; }),
-              HasSubstr("0 drive(s) and a network device"));
+              HasSubstr("a network device, and this daemon makes no clone networks"));
   EXPECT_THAT(with([](auto& c) { c.vsock.reset(); }), HasSubstr("has no vsock device"));
   EXPECT_THAT(with([](auto&) {}), HasSubstr("(registered)"));
   std::ofstream(image_dir() + "/state") << "not a state file";

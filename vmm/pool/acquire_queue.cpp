@@ -10,15 +10,43 @@ AcquireQueue::AcquireQueue(SandboxTable& sandboxes, const PoolImages& images,
       leases_(leases),
       counters_(counters) {}
 
-void AcquireQueue::acquire(const Tenant& caller, const AcquireRequest& request, PoolAnswer answer) {
-  const PoolImage* image = images_.find(request.image);
+namespace {
+
+// The acquire with its egress (if it asks for one) combined with its image's.
+PoolResult<AcquireRequest> with_image_egress(AcquireRequest request, const PoolImage& image) {
+  if (!request.egress) {
+    return request;
+  }
+  if (!image.network) {
+    return std::unexpected(error(Failure::kInvalid, "image " + image.spec.name +
+                                                        " has no network device: leave "
+                                                        "'egress' out"));
+  }
+  auto combined = caller_egress(image.spec.egress, *request.egress);
+  if (!combined) {
+    return std::unexpected(error(Failure::kInvalid, combined.error().message()));
+  }
+  request.egress = *combined;
+  return request;
+}
+
+}  // namespace
+
+void AcquireQueue::acquire(const Tenant& caller, const AcquireRequest& asked, PoolAnswer answer) {
+  const PoolImage* image = images_.find(asked.image);
   if (image == nullptr) {
     answer(std::unexpected(
-        error(Failure::kNotFound, "no image '" + request.image +
+        error(Failure::kNotFound, "no image '" + asked.image +
                                       "' is registered: GET /images lists those that are "
                                       "(the operator registers one with PUT /images/NAME)")));
     return;
   }
+  auto combined = with_image_egress(asked, *image);
+  if (!combined) {
+    answer(std::unexpected(combined.error()));
+    return;
+  }
+  const AcquireRequest& request = *combined;
   if (auto room = images_.check_quota(caller, *image, waiting_for(caller.name)); !room) {
     ++counters_.refused;
     answer(std::unexpected(room.error()));
@@ -28,8 +56,7 @@ void AcquireQueue::acquire(const Tenant& caller, const AcquireRequest& request, 
   if (waiting.empty()) {
     for (const auto& [id, s] : sandboxes_.all()) {
       if (s->record.image == request.image && s->record.state == SandboxState::kReady) {
-        leases_.grant(*s, caller, request, image->spec);
-        answer(SandboxTable::view(*s));
+        hand_over(*s, caller, request, image->spec, std::move(answer));
         lifecycle_.refill_soon();
         return;
       }
@@ -71,8 +98,19 @@ void AcquireQueue::serve(Sandbox& sandbox) {
   }
   auto waiter = std::move(waiting.front());
   waiting.pop_front();
-  leases_.grant(sandbox, waiter.caller, waiter.request, image->spec);
-  waiter.answer(SandboxTable::view(sandbox));
+  hand_over(sandbox, waiter.caller, waiter.request, image->spec, std::move(waiter.answer));
+}
+
+void AcquireQueue::hand_over(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
+                             const ImageSpec& spec, PoolAnswer answer) {
+  if (auto granted = leases_.grant(sandbox, caller, request, spec); !granted) {
+    // A clone whose network would not take the caller's policy is not handed out, nor
+    // kept: the pool refills.
+    lifecycle_.stop(sandbox, "its network's egress could not be set");
+    answer(std::unexpected(granted.error()));
+    return;
+  }
+  answer(SandboxTable::view(sandbox));
 }
 
 void AcquireQueue::on_start_failed(const std::string& image) {

@@ -45,6 +45,9 @@ class AcquireQueue {
     PoolAnswer answer;
     uint32_t failed_starts = 0;  // clones that failed to start while it was first in line
   };
+  // Grants `sandbox` to `caller` and answers with it, or stops it and answers why not.
+  void hand_over(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
+                 const ImageSpec& spec, PoolAnswer answer);
   // Launches clones until every waiter of `image` has one starting; answers the waiters
   // the pool cannot start one for.
   void start_for_waiters(const std::string& image);

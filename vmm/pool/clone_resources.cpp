@@ -11,8 +11,9 @@ namespace dsec::pool {
 
 CloneResources::CloneResources(io::EventLoop& loop, const StateDir& state,
                                std::unique_ptr<VmmLauncher> launcher,
-                               const std::optional<JailIdRange>& jail_ids)
-    : loop_(loop), state_(state), launcher_(std::move(launcher)) {
+                               const std::optional<JailIdRange>& jail_ids,
+                               std::unique_ptr<PoolNetworks> networks)
+    : loop_(loop), state_(state), launcher_(std::move(launcher)), networks_(std::move(networks)) {
   if (jail_ids) {
     jail_ids_.emplace(*jail_ids);
   }
@@ -33,15 +34,43 @@ PoolResult<std::optional<uint32_t>> CloneResources::take_jail_id() {
   return *jail_id;
 }
 
-Result<LaunchedVmm> CloneResources::launch(const std::string& id, const ImageFiles& image,
-                                           std::optional<uint32_t> jail_id) {
+PoolResult<std::optional<uint32_t>> CloneResources::take_network(
+    const PoolImage& image, const network::EgressPolicy& egress) {
+  if (!image.network) {
+    return std::nullopt;
+  }
+  if (!networks_) {
+    return std::unexpected(error(Failure::kUnavailable, "image " + image.spec.name +
+                                                            " has a network device, and this "
+                                                            "daemon makes no clone networks"));
+  }
+  return DSEC_TRY(networks_->make(*image.network, egress));
+}
+
+void CloneResources::give_back(std::optional<uint32_t> jail_id,
+                               std::optional<uint32_t> network_slot) {
+  if (jail_id && jail_ids_) {
+    jail_ids_->release(*jail_id);
+  }
+  if (network_slot && networks_) {
+    networks_->release(*network_slot);
+  }
+}
+
+Result<LaunchedVmm> CloneResources::launch(const std::string& id, const ImageFiles& files,
+                                           const PoolImage& image, std::optional<uint32_t> jail_id,
+                                           std::optional<uint32_t> network_slot) {
   // The clone inherits these descriptors and opens nothing of the store by name.
-  const CloneLaunch clone{.state_fd = image.state.get(),
-                          .memory_fd = image.memory.get(),
-                          .guest_bytes = image.memory_bytes,
-                          .dir = state_.sandbox_dir(id),
-                          .files = state_.files_for(id),
-                          .jail_id = jail_id};
+  CloneLaunch clone{.state_fd = files.state.get(),
+                    .memory_fd = files.memory.get(),
+                    .guest_bytes = files.memory_bytes,
+                    .dir = state_.sandbox_dir(id),
+                    .files = state_.files_for(id),
+                    .jail_id = jail_id};
+  if (network_slot && networks_ && image.network) {
+    clone.netns = networks_->path(*network_slot);
+    clone.tap = image.network->tap;
+  }
   auto launched = [&]() -> Result<LaunchedVmm> {
     DSEC_TRY(make_sandbox_dir(clone.dir));
     return launcher_->launch(clone);
@@ -49,9 +78,7 @@ Result<LaunchedVmm> CloneResources::launch(const std::string& id, const ImageFil
   if (!launched) {
     ::unlink(clone.files.log.c_str());
     remove_sandbox_dir(clone.dir);
-    if (jail_id && jail_ids_) {
-      jail_ids_->release(*jail_id);
-    }
+    give_back(jail_id, network_slot);
   }
   return launched;
 }
@@ -80,6 +107,9 @@ void CloneResources::release(const Sandbox& sandbox) {
     ::unlink(files.api.c_str());
   }
   remove_sandbox_dir(state_.sandbox_dir(id));
+  if (sandbox.record.network_slot && networks_) {
+    networks_->release(*sandbox.record.network_slot);
+  }
   if (sandbox.jail_id) {
     if (!launcher_->forget(state_.sandbox_dir(id))) {
       schedule_cleanup();
@@ -99,7 +129,83 @@ void CloneResources::release_dead(const SandboxRecord& record) {
     schedule_cleanup();  // a jailed clone's cgroup, if its supervisor was killed
   }
   remove_sandbox_dir(state_.sandbox_dir(record.id));
+  if (record.network_slot) {
+    remove_network_left(*record.network_slot);
+  }
   state_.remove_record(record.id);
+}
+
+Status CloneResources::adopt_network(const SandboxRecord& record, const PoolImage& image) {
+  if (!record.network_slot) {
+    return ok();
+  }
+  if (!networks_ || !image.network) {
+    return fail(
+        "its network cannot be taken over: this daemon makes no clone networks, or its "
+        "image has no network device now");
+  }
+  return networks_->adopt(*record.network_slot, *image.network, record.egress);
+}
+
+PoolResult<void> CloneResources::set_egress(Sandbox& sandbox, const network::EgressPolicy& policy) {
+  if (!sandbox.record.network_slot || !networks_) {
+    return std::unexpected(error(Failure::kInvalid, "sandbox " + sandbox.record.id +
+                                                        " has no network: its image's snapshot "
+                                                        "has no network device"));
+  }
+  if (auto set = networks_->set_egress(*sandbox.record.network_slot, policy); !set) {
+    return std::unexpected(error(
+        Failure::kUnavailable,
+        "sandbox " + sandbox.record.id + ": its egress was not changed: " + set.error().message()));
+  }
+  sandbox.record.egress = policy;
+  persist(sandbox);
+  return {};
+}
+
+PoolResult<uint16_t> CloneResources::forward_port(const Sandbox& sandbox, uint16_t guest_port) {
+  if (!sandbox.record.network_slot || !networks_) {
+    return std::unexpected(error(Failure::kInvalid, "sandbox " + sandbox.record.id +
+                                                        " has no network: its image's snapshot "
+                                                        "has no network device"));
+  }
+  auto port = networks_->forward_port(*sandbox.record.network_slot, guest_port);
+  if (!port) {
+    return std::unexpected(
+        error(Failure::kUnavailable,
+              "sandbox " + sandbox.record.id + ": no port forwarded: " + port.error().message()));
+  }
+  return *port;
+}
+
+std::optional<network::CloneNetworkCounters> CloneResources::network_counters(
+    const Sandbox& sandbox) {
+  if (!sandbox.record.network_slot || !networks_) {
+    return std::nullopt;
+  }
+  auto counters = networks_->counters(*sandbox.record.network_slot);
+  if (!counters) {
+    spdlog::warn("pool: {}: {}", sandbox.record.id, counters.error().message());
+    return std::nullopt;
+  }
+  return *counters;
+}
+
+std::string CloneResources::network_address(const SandboxRecord& record) const {
+  return record.network_slot && networks_ ? networks_->guest_side_address(*record.network_slot)
+                                          : std::string();
+}
+
+void CloneResources::remove_network_left(uint32_t slot) {
+  if (networks_) {
+    networks_->remove_left(slot);
+  }
+}
+
+void CloneResources::remove_unknown_networks() {
+  if (networks_) {
+    networks_->remove_unknown();
+  }
 }
 
 std::optional<uint32_t> CloneResources::adopt_jail_id(const std::string& id) {

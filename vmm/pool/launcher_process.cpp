@@ -166,8 +166,23 @@ std::string reap_answer(const std::vector<std::string>& fields) {
   return answer;
 }
 
+std::string network_answer(const std::vector<std::string>& fields,
+                           const LauncherProcess::NetworkService& networks) {
+  if (fields.size() != 2) {
+    return error_answer("network needs one request");
+  }
+  if (!networks) {
+    return error_answer("this launcher makes no clone networks");
+  }
+  std::string answer;
+  put(answer, "ok");
+  put(answer, networks(fields[1]));
+  return answer;
+}
+
 // The launcher's life: one request, one answer, until the daemon closes its end.
-[[noreturn]] void serve_daemon(int socket, const std::string& vmm_binary) {
+[[noreturn]] void serve_daemon(int socket, const std::string& vmm_binary,
+                               const LauncherProcess::NetworkService& networks) {
   while (true) {
     std::vector<UniqueFd> fds;
     auto request = receive_message(socket, fds);
@@ -185,6 +200,8 @@ std::string reap_answer(const std::vector<std::string>& fields) {
       }
     } else if (!fields.empty() && fields[0] == "reap") {
       answer = reap_answer(fields);
+    } else if (!fields.empty() && fields[0] == "network") {
+      answer = network_answer(fields, networks);
     } else {
       answer = error_answer("unknown request");
     }
@@ -196,7 +213,8 @@ std::string reap_answer(const std::vector<std::string>& fields) {
 
 }  // namespace
 
-Result<std::unique_ptr<LauncherProcess>> LauncherProcess::start(const std::string& vmm_binary) {
+Result<std::unique_ptr<LauncherProcess>> LauncherProcess::start(const std::string& vmm_binary,
+                                                                const NetworkService& networks) {
   std::array<int, 2> pair{};
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair.data()) != 0) {
     return fail_errno("launcher: socketpair", errno);
@@ -220,7 +238,7 @@ Result<std::unique_ptr<LauncherProcess>> LauncherProcess::start(const std::strin
         ::close_range(kSocket + 1, ~0U, 0) != 0) {
       ::_exit(1);
     }
-    serve_daemon(kSocket, vmm_binary);
+    serve_daemon(kSocket, vmm_binary, networks);
   }
   return std::unique_ptr<LauncherProcess>(new LauncherProcess(std::move(daemon_end), pid));
 }
@@ -271,6 +289,24 @@ Result<LaunchedVmm> LauncherProcess::spawn(const std::vector<std::string>& argv,
   launched.pidfd = std::move(received[0]);
   launched.ready = std::move(received[1]);
   return launched;
+}
+
+Result<std::string> LauncherProcess::network(const std::string& request) {
+  std::string message;
+  put(message, "network");
+  put(message, request);
+  if (message.size() > kMaxMessageBytes) {
+    return fail("launcher: a network request is too long");
+  }
+  std::vector<UniqueFd> received;
+  const std::vector<std::string> fields = fields_of(DSEC_TRY(call(message, {}, received)));
+  if (fields.size() == 2 && fields[0] == "error") {
+    return fail(fields[1]);
+  }
+  if (fields.size() != 2 || fields[0] != "ok") {
+    return fail("launcher: a malformed answer to a network request");
+  }
+  return fields[1];
 }
 
 ProcessEnd LauncherProcess::reap(pid_t pid) {

@@ -11,15 +11,20 @@
 //          descriptors the VMM inherits; the answer is the
 //          VMM's pid and start time, its pidfd and the reading end of its ready pipe
 //          (vmm_launcher.h's spawn_with_ready_pipe, run in the launcher);
-//   reap:  a pid whose pidfd became readable; the answer is how it ended.
+//   reap:  a pid whose pidfd became readable; the answer is how it ended;
+//   network: a request about the clones' networks (network/clone_network_host.h), which
+//          the launcher makes and holds: netlink and nftables need sockets, mounts and
+//          setns that the daemon's filter does not allow (docs/network.md).
 // The launcher ends when the daemon closes its end, or dies (PR_SET_PDEATHSIG).
 #pragma once
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vmm/common/error.h"
@@ -31,8 +36,13 @@ namespace dsec::pool {
 
 class LauncherProcess {
  public:
+  // Answers a network request in the launcher (its text in, the answer's out).
+  using NetworkService = std::function<std::string(std::string_view)>;
+
   // Forks the launcher. The caller has one thread (a fork copies only the caller's).
-  static Result<std::unique_ptr<LauncherProcess>> start(const std::string& vmm_binary);
+  // `networks` serves network requests in the launcher; empty: it refuses them.
+  static Result<std::unique_ptr<LauncherProcess>> start(const std::string& vmm_binary,
+                                                        const NetworkService& networks = {});
   LauncherProcess(const LauncherProcess&) = delete;
   LauncherProcess& operator=(const LauncherProcess&) = delete;
   // Closes the socket, which ends the launcher, and reaps it. Its VMMs live on, adopted by
@@ -46,6 +56,8 @@ class LauncherProcess {
   // How the launcher's child `pid` ended (reaped now), or that it has not, or that it is
   // not the launcher's child.
   ProcessEnd reap(pid_t pid);
+  // A network request, answered by the launcher's NetworkService.
+  Result<std::string> network(const std::string& request);
 
   pid_t pid() const { return pid_; }
 

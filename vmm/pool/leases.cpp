@@ -14,8 +14,11 @@ using Clock = std::chrono::steady_clock;
 Leases::Leases(SandboxLifecycle& lifecycle, CloneResources& resources, PoolCounters& counters)
     : lifecycle_(lifecycle), resources_(resources), counters_(counters) {}
 
-void Leases::grant(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
-                   const ImageSpec& spec) {
+PoolResult<void> Leases::grant(Sandbox& sandbox, const Tenant& caller,
+                               const AcquireRequest& request, const ImageSpec& spec) {
+  if (request.egress) {
+    DSEC_TRY(resources_.set_egress(sandbox, *request.egress));
+  }
   sandbox.record.state = SandboxState::kInUse;
   sandbox.record.owner = caller.name;
   const uint64_t ttl_s = request.ttl_s.value_or(spec.ttl_s);
@@ -27,6 +30,7 @@ void Leases::grant(Sandbox& sandbox, const Tenant& caller, const AcquireRequest&
   arm(sandbox);
   ++counters_.acquired;
   resources_.persist(sandbox);
+  return {};
 }
 
 void Leases::arm(Sandbox& sandbox) {

@@ -19,9 +19,11 @@ class Leases {
   Leases(SandboxLifecycle& lifecycle, CloneResources& resources, PoolCounters& counters);
 
   // Hands ready `sandbox` to `caller`, with the time to live and idle timeout `request`
-  // asks for, else those of its image (`spec`).
-  void grant(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
-             const ImageSpec& spec);
+  // asks for, else those of its image (`spec`), and the request's egress policy (already
+  // combined with the image's: caller_egress). Fails, granting nothing, when that policy
+  // could not be set.
+  PoolResult<void> grant(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
+                         const ImageSpec& spec);
   // Arms the timer for the lease's next end: its time to live or its idle timeout.
   void arm(Sandbox& sandbox);
 

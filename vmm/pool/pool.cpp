@@ -4,13 +4,35 @@
 
 namespace dsec::pool {
 
+namespace {
+
+// Clone networks need both where they go and who makes them.
+PoolOptions with_networks(PoolOptions options, const network::CloneNetworks* networks) {
+  if (networks == nullptr) {
+    options.networks.reset();
+  }
+  return options;
+}
+
+std::unique_ptr<PoolNetworks> pool_networks(const PoolOptions& options,
+                                            std::shared_ptr<network::CloneNetworks> networks) {
+  if (!options.networks || !networks) {
+    return nullptr;
+  }
+  return std::make_unique<PoolNetworks>(std::move(networks), *options.networks);
+}
+
+}  // namespace
+
 Pool::Pool(io::EventLoop& loop, StateDir state, ImageStore store,
-           std::unique_ptr<VmmLauncher> launcher, PoolOptions options)
+           std::unique_ptr<VmmLauncher> launcher, PoolOptions options,
+           std::shared_ptr<network::CloneNetworks> networks)
     : state_(std::move(state)),
       store_(std::move(store)),
-      options_(options),
+      options_(with_networks(std::move(options), networks.get())),
       images_(store_, state_, sandboxes_, options_),
-      resources_(loop, state_, std::move(launcher), options_.jail_ids),
+      resources_(loop, state_, std::move(launcher), options_.jail_ids,
+                 pool_networks(options_, std::move(networks))),
       // The lifecycle's events go to the acquires, made after it: none comes before the
       // loop runs.
       lifecycle_(loop, state_, store_, options_, sandboxes_, images_, resources_, counters_,
@@ -85,6 +107,32 @@ void Pool::snapshot(const Tenant& caller, const std::string& id, const std::stri
   requests_.snapshot(caller, id, name, std::move(answer));
 }
 
+PoolResult<nlohmann::json> Pool::set_network(const Tenant& caller, const std::string& id,
+                                             const network::EgressPolicy& egress) {
+  Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
+  const PoolImage* image = images_.find(s->record.image);
+  if (image == nullptr || !s->record.network_slot) {
+    return std::unexpected(error(Failure::kInvalid, "sandbox " + id +
+                                                        " has no network: its image's snapshot "
+                                                        "has no network device"));
+  }
+  auto combined = caller_egress(image->spec.egress, egress);
+  if (!combined) {
+    return std::unexpected(error(Failure::kInvalid, combined.error().message()));
+  }
+  DSEC_TRY(resources_.set_egress(*s, *combined));
+  s->last_request = Sandbox::Clock::now();
+  return SandboxTable::view(*s);
+}
+
+PoolResult<nlohmann::json> Pool::forward_port(const Tenant& caller, const std::string& id,
+                                              uint16_t guest_port) {
+  Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
+  const uint16_t host_port = DSEC_TRY(resources_.forward_port(*s, guest_port));
+  s->last_request = Sandbox::Clock::now();
+  return nlohmann::json{{"host_port", host_port}, {"guest_port", guest_port}};
+}
+
 PoolResult<void> Pool::keepalive(const Tenant& caller, const std::string& id) {
   Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
   s->last_request = Sandbox::Clock::now();
@@ -104,9 +152,16 @@ nlohmann::json Pool::sandboxes_json(const Tenant& caller) const {
   return sandboxes_.list_json(caller);
 }
 
-std::string Pool::metrics() const {
+std::string Pool::metrics() {
+  std::vector<SandboxNetworkCounters> networks;
+  for (const auto& [id, s] : sandboxes_.all()) {
+    if (auto counters = resources_.network_counters(*s)) {
+      networks.push_back({.sandbox = id, .image = s->record.image, .counters = *counters});
+    }
+  }
   return metrics_text(counters_, lifecycle_.restore_latency(), images_.gauges(),
                       options_.jail_ids.has_value()) +
+         network_metrics_text(networks) +
          fmt::format(
              "# HELP dsec_pool_guest_memory_committed_bytes Guest memory of every sandbox the "
              "pool holds, what admission counts against --memory-overcommit.\n"

@@ -43,8 +43,10 @@ namespace dsec::pool {
 
 class Pool {
  public:
+  // `networks` makes the clones' networks where options.networks says (pool_networks.h);
+  // without both, an image with a network device is refused.
   Pool(io::EventLoop& loop, StateDir state, ImageStore store, std::unique_ptr<VmmLauncher> launcher,
-       PoolOptions options);
+       PoolOptions options, std::shared_ptr<network::CloneNetworks> networks = nullptr);
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
   // shutdown().
@@ -89,12 +91,22 @@ class Pool {
   // its owner otherwise): the store and its images are the operator's.
   void snapshot(const Tenant& caller, const std::string& id, const std::string& name,
                 Answer answer);
+  // Replaces the egress policy of acquired sandbox `id`'s network with `egress`, combined
+  // with its image's (caller_egress); the answer is the sandbox. kInvalid when it has no
+  // network.
+  PoolResult<nlohmann::json> set_network(const Tenant& caller, const std::string& id,
+                                         const network::EgressPolicy& egress);
+  // Forwards a host port to `guest_port` of acquired sandbox `id`'s guest:
+  // {"host_port", "guest_port"}.
+  PoolResult<nlohmann::json> forward_port(const Tenant& caller, const std::string& id,
+                                          uint16_t guest_port);
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
   PoolResult<void> keepalive(const Tenant& caller, const std::string& id);
   PoolResult<nlohmann::json> sandbox_json(const Tenant& caller, const std::string& id);
   // The sandboxes `caller` may see.
   nlohmann::json sandboxes_json(const Tenant& caller) const;
-  std::string metrics() const;
+  // Not const: each clone's network counters are read from the launcher.
+  std::string metrics();
   const PoolCounters& counters() const { return counters_; }
   // How many sandboxes of `image` are in `state`.
   uint32_t count(const std::string& image, SandboxState state) const;

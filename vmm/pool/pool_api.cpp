@@ -232,6 +232,22 @@ http::Router pool_router(Pool& pool, const TenantAccess& access) {
                         respond(answer(made, 201));
                       });
       });
+  routes.add(Method::kPatch, "/sandboxes/{id}/network", Who::kTenant,
+             [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args) {
+               auto egress = parse_network_patch(request.body);
+               if (!egress) {
+                 return bad_body(egress.error());
+               }
+               return answer(pool.set_network(tenant, args[0], *egress));
+             });
+  routes.add(Method::kPost, "/sandboxes/{id}/ports", Who::kTenant,
+             [&pool](const Tenant& tenant, const HttpRequest& request, const Args& args) {
+               auto port = parse_port_forward(request.body);
+               if (!port) {
+                 return bad_body(port.error());
+               }
+               return answer(pool.forward_port(tenant, args[0], *port), 201);
+             });
   routes.add(Method::kPost, "/sandboxes/{id}/keepalive", Who::kTenant,
              [&pool](const Tenant& tenant, const HttpRequest&, const Args& args) {
                return answer(pool.keepalive(tenant, args[0]));

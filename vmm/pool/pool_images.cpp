@@ -10,22 +10,38 @@
 namespace dsec::pool {
 namespace {
 
-// What a pool clone can be restored from: the pool gives each clone its vsock socket and
-// nothing else, and never lets the state file choose a host file (RestoreLauncher).
-Status check_image_shape(const std::string& state_path) {
+// What a pool clone can be restored from: the pool gives each clone its vsock socket and,
+// with clone networks, its own namespace holding the snapshot's TAP; never a host file
+// that the state file chooses (RestoreLauncher). The network device's TAP name and address
+// are read here, once, from the file the operator registers; a clone's TAP is then made
+// by the pool in the clone's own namespace and named on its command line, so a state file
+// swapped in later reaches no host TAP (docs/network.md, "The pool's clones").
+Result<std::optional<ImageNetwork>> check_image_shape(const std::string& state_path,
+                                                      bool clone_networks) {
   const auto config = DSEC_TRY(machine::read_snapshot_config(state_path));
   if (!config.vsock) {
     return fail("its snapshot has no vsock device, so no agent to reach",
                 "make the warm image with dsec-vmm warm, which gives the VM one");
   }
-  if (!config.drives.empty() || config.net) {
-    return fail("its snapshot has " + std::to_string(config.drives.size()) + " drive(s)" +
-                    (config.net ? " and a network device" : "") +
-                    ", which pool clones cannot have yet (their host files would come from "
-                    "the snapshot)",
-                "make the warm image without --drive and --net");
+  if (!config.drives.empty()) {
+    return fail("its snapshot has " + std::to_string(config.drives.size()) +
+                    " drive(s), which pool clones cannot have yet (their host files would come "
+                    "from the snapshot)",
+                "make the warm image without --drive");
   }
-  return ok();
+  if (!config.net) {
+    return std::nullopt;
+  }
+  if (!clone_networks) {
+    return fail("its snapshot has a network device, and this daemon makes no clone networks",
+                "start the daemon without --no-clone-networks, or make the warm image "
+                "without --net");
+  }
+  if (config.net->tap_fd >= 0 || config.net->tap.empty()) {
+    return fail("its snapshot's network device has no TAP name",
+                "make the warm image with --net tap=NAME,host=A.B.C.D/N");
+  }
+  return DSEC_TRY(image_network(config.net->tap, config.net->host_cidr));
 }
 
 }  // namespace
@@ -40,11 +56,13 @@ PoolResult<nlohmann::json> PoolImages::add(const ImageSpec& spec) {
     return std::unexpected(error(Failure::kInvalid, files.error().message()));
   }
   // Read through the descriptor just checked, never by the name again.
-  if (auto shape = check_image_shape(fd_path(files->state.get())); !shape) {
+  auto shape = check_image_shape(fd_path(files->state.get()), options_.networks.has_value());
+  if (!shape) {
     return std::unexpected(
         error(Failure::kInvalid, "image " + spec.name + ": " + shape.error().message()));
   }
-  images_[spec.name] = PoolImage{.spec = spec, .guest_bytes = files->memory_bytes};
+  images_[spec.name] =
+      PoolImage{.spec = spec, .guest_bytes = files->memory_bytes, .network = *shape};
   return image_spec_json(spec);
 }
 

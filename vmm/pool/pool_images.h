@@ -12,6 +12,7 @@
 #include "vmm/pool/image_store.h"
 #include "vmm/pool/pool_error.h"
 #include "vmm/pool/pool_metrics.h"
+#include "vmm/pool/pool_networks.h"
 #include "vmm/pool/pool_options.h"
 #include "vmm/pool/pool_requests.h"
 #include "vmm/pool/sandbox_table.h"
@@ -23,6 +24,8 @@ namespace dsec::pool {
 struct PoolImage {
   ImageSpec spec;
   uint64_t guest_bytes = 0;  // the snapshot's memory file's size
+  // Its snapshot's network device, which each clone gets a network for; none: it has none.
+  std::optional<ImageNetwork> network{};
 };
 
 class PoolImages {

@@ -85,3 +85,42 @@ std::string metrics_text(const PoolCounters& counters, const LatencyHistogram& r
 }
 
 }  // namespace dsec::pool
+
+namespace dsec::pool {
+
+std::string network_metrics_text(const std::vector<SandboxNetworkCounters>& networks) {
+  struct Series {
+    const char* name;
+    const char* help;
+    uint64_t network::CloneNetworkCounters::*value;
+  };
+  static constexpr std::array<Series, 6> kSeries{{
+      {"sent_bytes", "Bytes out of a sandbox's network namespace to the host's side.",
+       &network::CloneNetworkCounters::sent_bytes},
+      {"sent_packets", "Packets out of a sandbox's network namespace to the host's side.",
+       &network::CloneNetworkCounters::sent_packets},
+      {"received_bytes", "Bytes from the host's side into a sandbox's network namespace.",
+       &network::CloneNetworkCounters::received_bytes},
+      {"received_packets", "Packets from the host's side into a sandbox's network namespace.",
+       &network::CloneNetworkCounters::received_packets},
+      {"dropped_bytes", "Bytes of the guest's that its egress filter refused.",
+       &network::CloneNetworkCounters::dropped_bytes},
+      {"dropped_packets", "Packets of the guest's that its egress filter refused.",
+       &network::CloneNetworkCounters::dropped_packets},
+  }};
+  std::string out;
+  if (networks.empty()) {
+    return out;
+  }
+  for (const auto& series : kSeries) {
+    const std::string name = fmt::format("dsec_pool_sandbox_network_{}_total", series.name);
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, series.help, name);
+    for (const auto& n : networks) {
+      out += fmt::format("{}{{sandbox=\"{}\",image=\"{}\"}} {}\n", name, n.sandbox, n.image,
+                         n.counters.*series.value);
+    }
+  }
+  return out;
+}
+
+}  // namespace dsec::pool

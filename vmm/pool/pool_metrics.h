@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "vmm/network/clone_network.h"
+
 namespace dsec::pool {
 
 struct PoolCounters {
@@ -44,6 +46,17 @@ struct ImageGauges {
   uint32_t in_use = 0;
   uint32_t starting = 0;
 };
+
+// One sandbox's network (docs/network.md): what crossed its veth pair each way, and what
+// its egress filter refused.
+struct SandboxNetworkCounters {
+  std::string sandbox;
+  std::string image;
+  network::CloneNetworkCounters counters;
+};
+
+// dsec_pool_sandbox_network_{sent,received,dropped}_{bytes,packets}_total{sandbox,image}.
+std::string network_metrics_text(const std::vector<SandboxNetworkCounters>& networks);
 
 // `jailed`: whether the pool jails its clones (dsec_pool_jail_enabled: 0 under --no-jail).
 std::string metrics_text(const PoolCounters& counters, const LatencyHistogram& restore_latency,

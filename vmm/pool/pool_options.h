@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "vmm/pool/jail_ids.h"
+#include "vmm/pool/pool_networks.h"
 
 namespace dsec::pool {
 
@@ -33,6 +34,9 @@ struct PoolOptions {
   // caller can make the daemon start threads without end.
   uint32_t max_requests_per_tenant = 16;
   uint32_t max_requests = 128;
+  // Where clones' networks go (pool_networks.h); none: images with a network device are
+  // refused. The pool makes them only when it is also given a CloneNetworks.
+  std::optional<PoolNetworkOptions> networks = std::nullopt;
 };
 
 }  // namespace dsec::pool

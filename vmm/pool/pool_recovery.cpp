@@ -69,6 +69,7 @@ void Pool::recover() {
     spdlog::warn("pool: removing {}, which no record names", path.string());
     remove_sandbox_dir(path.string());
   }
+  resources_.remove_unknown_networks();
   lifecycle_.refill();
 }
 
@@ -85,9 +86,21 @@ Sandbox* SandboxLifecycle::adopt(SandboxRecord record, UniqueFd pidfd) {
   if (watch) {
     s.exit_watch = *watch;
   }
-  const bool keep =
-      watch && images_.find(s.record.image) != nullptr &&
-      (s.record.state == SandboxState::kReady || s.record.state == SandboxState::kInUse);
+  const PoolImage* image = images_.find(s.record.image);
+  bool keep = watch && image != nullptr &&
+              (s.record.state == SandboxState::kReady || s.record.state == SandboxState::kInUse);
+  if (keep) {
+    // Its network namespace, veth pair and rules, as the daemon that ended made them.
+    if (auto network = resources_.adopt_network(s.record, *image); !network) {
+      spdlog::warn("pool: {}: {}", id, network.error().message());
+      keep = false;
+    }
+  }
+  if (!keep && s.record.network_slot) {
+    // Not this daemon's to keep: removed now, so that its slot is free for a new clone.
+    resources_.remove_network_left(*s.record.network_slot);
+    s.record.network_slot.reset();
+  }
   if (!keep) {
     // Starting (its ready pipe was the old daemon's), stopping, or of an image no longer
     // registered: stopped. A sandbox nobody can reach must not run on.
@@ -98,6 +111,7 @@ Sandbox* SandboxLifecycle::adopt(SandboxRecord record, UniqueFd pidfd) {
     }
     return nullptr;
   }
+  s.network_address = resources_.network_address(s.record);
   spdlog::info("pool: {} adopted ({}, pid {})", id, state_name(s.record.state),
                s.record.process.pid);
   return &s;

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "vmm/common/json_object.h"
+#include "vmm/network/network_json.h"
 #include "vmm/pool/image_store.h"
 
 namespace dsec::pool {
@@ -82,6 +83,10 @@ Result<ImageSpec> read_image_fields(JsonObject& body, std::string name) {
   }
   spec.idle_timeout_s =
       DSEC_TRY(idle_timeout(DSEC_TRY(body.optional_unsigned_int("idle_timeout_s")))).value_or(0);
+  // The operator's: it may name reserved destinations on purpose.
+  if (const auto egress = DSEC_TRY(body.optional_object("egress"))) {
+    spec.egress = DSEC_TRY(network::parse_egress_json(*egress, network::ReservedAllow::kAllowed));
+  }
   return spec;
 }
 
@@ -116,7 +121,8 @@ nlohmann::json image_spec_json(const ImageSpec& spec) {
           {"ready", spec.ready},
           {"max", spec.max},
           {"ttl_s", spec.ttl_s},
-          {"idle_timeout_s", spec.idle_timeout_s}};
+          {"idle_timeout_s", spec.idle_timeout_s},
+          {"egress", network::egress_json(spec.egress)}};
 }
 
 Result<ImageSpec> image_spec_from_json(const nlohmann::json& value) {
@@ -137,8 +143,45 @@ Result<AcquireRequest> parse_acquire(std::string_view body) {
   if (request.ttl_s && *request.ttl_s > kMaxTtlSeconds) {
     return fail(fmt::format("'ttl_s' must be at most {} (a week); 0 means none", kMaxTtlSeconds));
   }
+  if (const auto egress = DSEC_TRY(object.optional_object("egress"))) {
+    request.egress =
+        DSEC_TRY(network::parse_egress_json(*egress, network::ReservedAllow::kRefused));
+  }
   DSEC_TRY(object.finish());
   return request;
+}
+
+Result<network::EgressPolicy> caller_egress(const network::EgressPolicy& image,
+                                            const network::EgressPolicy& caller) {
+  network::EgressPolicy policy = caller;
+  policy.reserved_allow = image.reserved_allow;
+  policy.deny = image.deny;
+  policy.deny.insert(policy.deny.end(), caller.deny.begin(), caller.deny.end());
+  if (policy.deny.size() > network::kMaxEgressRules) {
+    return fail(fmt::format("egress 'deny' has {} rules with the image's {}: more than {}",
+                            caller.deny.size(), image.deny.size(), network::kMaxEgressRules),
+                "deny fewer destinations");
+  }
+  return policy;
+}
+
+Result<uint16_t> parse_port_forward(std::string_view body) {
+  auto object = DSEC_TRY(JsonObject::parse(body));
+  const uint64_t port = DSEC_TRY(object.unsigned_int("guest_port"));
+  DSEC_TRY(object.finish());
+  if (port == 0 || port > 65535) {
+    return fail(fmt::format("'guest_port' {} is not a port", port), "give 1 to 65535");
+  }
+  return static_cast<uint16_t>(port);
+}
+
+Result<network::EgressPolicy> parse_network_patch(std::string_view body) {
+  const auto value = nlohmann::json::parse(body, nullptr, false);
+  if (value.is_discarded()) {
+    return fail("the body is not JSON",
+                "send {\"mode\": \"none\"|\"all\"|\"allow\", \"allow\": [...], \"deny\": [...]}");
+  }
+  return network::parse_egress_json(value, network::ReservedAllow::kRefused);
 }
 
 Result<ExecCall> parse_exec(std::string_view body) {

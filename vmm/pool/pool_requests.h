@@ -13,6 +13,7 @@
 #include "vmm/agent/protocol.h"
 #include "vmm/common/error.h"
 #include "vmm/http/message.h"
+#include "vmm/network/egress_policy.h"
 
 namespace dsec::pool {
 
@@ -26,15 +27,33 @@ struct ImageSpec {
   // An acquired sandbox no request named for this long is stopped: its client went away
   // (docs/pool.md, "Leases"); 0: never.
   uint64_t idle_timeout_s = 0;
+  // Where its clones' guests may send packets (docs/network.md), for an image with a
+  // network: none by default. Its deny and reserved_allow lists hold for every clone.
+  network::EgressPolicy egress{};
   bool operator==(const ImageSpec&) const = default;
 };
 
 // POST /sandboxes.
 struct AcquireRequest {
   std::string image;
-  std::optional<uint64_t> ttl_s = std::nullopt;           // overrides the image's
-  std::optional<uint64_t> idle_timeout_s = std::nullopt;  // overrides the image's
+  std::optional<uint64_t> ttl_s = std::nullopt;                // overrides the image's
+  std::optional<uint64_t> idle_timeout_s = std::nullopt;       // overrides the image's
+  std::optional<network::EgressPolicy> egress = std::nullopt;  // caller_egress()
 };
+
+// The egress a caller asked for (POST /sandboxes, PATCH /sandboxes/{id}/network) on a clone
+// of an image whose policy is `image`: the caller's mode and allow list replace the
+// image's; the image's deny list stays, the caller's added to it, and so does its
+// reserved_allow (a caller names no reserved destination). Fails when the deny lists
+// together pass kMaxEgressRules.
+Result<network::EgressPolicy> caller_egress(const network::EgressPolicy& image,
+                                            const network::EgressPolicy& caller);
+
+// POST /sandboxes/{id}/ports: {"guest_port": 1..65535}.
+Result<uint16_t> parse_port_forward(std::string_view body);
+
+// PATCH /sandboxes/{id}/network: {"mode", "allow"?, "deny"?}, as an image's "egress".
+Result<network::EgressPolicy> parse_network_patch(std::string_view body);
 
 // POST /sandboxes/{id}/exec.
 struct ExecCall {

@@ -72,7 +72,16 @@ PoolResult<Sandbox*> SandboxLifecycle::launch(const PoolImage& image) {
   }
   const std::string id = new_sandbox_id();
   const auto jail_id = DSEC_TRY(resources_.take_jail_id());
-  auto launched = resources_.launch(id, *image_files, jail_id);
+  // Made now, while the pool refills, so that an acquire never waits for it.
+  auto network_slot = resources_.take_network(image, image.spec.egress);
+  if (!network_slot) {
+    resources_.give_back(jail_id, std::nullopt);
+    ++counters_.refill_errors;
+    return std::unexpected(
+        error(network_slot.error().kind,
+              "cannot start a clone of " + name + ": " + network_slot.error().message));
+  }
+  auto launched = resources_.launch(id, *image_files, image, jail_id, *network_slot);
   if (!launched) {
     ++counters_.refill_errors;
     return std::unexpected(error(Failure::kUnavailable, "cannot start a clone of " + name + ": " +
@@ -84,11 +93,14 @@ PoolResult<Sandbox*> SandboxLifecycle::launch(const PoolImage& image) {
                                   .process = launched->identity,
                                   .files = state_.files_for(id),
                                   .state = SandboxState::kStarting,
-                                  .expires_at_ms = 0};
+                                  .expires_at_ms = 0,
+                                  .network_slot = *network_slot,
+                                  .egress = image.spec.egress};
   sandbox->pidfd = std::move(launched->pidfd);
   sandbox->ready = std::move(launched->ready);
   sandbox->launched = Clock::now();
   sandbox->jail_id = jail_id;
+  sandbox->network_address = resources_.network_address(sandbox->record);
   Sandbox& s = sandboxes_.add(std::move(sandbox));
   resources_.persist(s);
   auto exit_watch = loop_.add_fd_watch(s.pidfd.get(), [this, id] { on_exit(id); });

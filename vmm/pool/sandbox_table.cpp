@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "vmm/network/network_json.h"
+
 namespace dsec::pool {
 namespace {
 
@@ -100,6 +102,10 @@ nlohmann::json SandboxTable::view(const Sandbox& s) {
   }
   if (s.record.state == SandboxState::kInUse) {
     view["paused"] = s.record.paused;
+  }
+  if (s.record.network_slot) {
+    view["network"] = {{"address", s.network_address},
+                       {"egress", network::egress_json(s.record.egress)}};
   }
   return view;
 }

@@ -42,6 +42,8 @@ struct Sandbox {
   // Stopped because it failed to start (it spoke no ready line, or none in time): its end
   // refills only after the back-off, as a VMM that ended while starting does.
   bool failed_to_start = false;
+  // With a network: its namespace's veth address, which the host reaches the guest at.
+  std::string network_address{};
 };
 
 // The wall clock in ms since the epoch, as a record's expires_at_ms counts it.

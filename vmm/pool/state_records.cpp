@@ -11,6 +11,7 @@
 
 #include "vmm/common/atomic_file.h"
 #include "vmm/common/json_object.h"
+#include "vmm/network/network_json.h"
 
 namespace dsec::pool {
 namespace {
@@ -77,18 +78,22 @@ std::string_view state_name(SandboxState state) {
 
 std::string record_text(const SandboxRecord& record) {
   nlohmann::json value = {{"id", record.id},
-                                {"image", record.image},
-                                {"pid", record.process.pid},
-                                {"start_time", record.process.start_time},
-                                {"vsock", record.files.vsock},
-                                {"log", record.files.log},
-                                {"api", record.files.api},
-                                {"paused", record.paused},
-                                {"state", state_name(record.state)},
-                                {"expires_at_ms", record.expires_at_ms},
-                                {"idle_timeout_ms", record.idle_timeout_ms}};
+                          {"image", record.image},
+                          {"pid", record.process.pid},
+                          {"start_time", record.process.start_time},
+                          {"vsock", record.files.vsock},
+                          {"log", record.files.log},
+                          {"api", record.files.api},
+                          {"paused", record.paused},
+                          {"state", state_name(record.state)},
+                          {"expires_at_ms", record.expires_at_ms},
+                          {"idle_timeout_ms", record.idle_timeout_ms}};
   if (!record.owner.empty()) {
     value["owner"] = record.owner;
+  }
+  if (record.network_slot) {
+    value["network_slot"] = *record.network_slot;
+    value["egress"] = network::egress_json(record.egress);
   }
   return value.dump() + "\n";
 }
@@ -120,6 +125,14 @@ Result<SandboxRecord> parse_record(std::string_view text) {
   record.expires_at_ms = static_cast<int64_t>(expires);
   // Optional: a record of a daemon that had no idle timeouts still adopts.
   record.idle_timeout_ms = DSEC_TRY(object.optional_unsigned_int("idle_timeout_ms")).value_or(0);
+  if (const auto slot = DSEC_TRY(object.optional_unsigned_int("network_slot")); slot) {
+    if (*slot > UINT32_MAX) {
+      return fail("the record's network_slot is out of range");
+    }
+    record.network_slot = static_cast<uint32_t>(*slot);
+    record.egress = DSEC_TRY(network::parse_egress_json(DSEC_TRY(object.object("egress")),
+                                                        network::ReservedAllow::kAllowed));
+  }
   DSEC_TRY(object.finish());
   return record;
 }

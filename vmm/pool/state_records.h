@@ -9,11 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "vmm/common/error.h"
+#include "vmm/network/egress_policy.h"
 #include "vmm/pool/pool_requests.h"
 #include "vmm/pool/process_identity.h"
 #include "vmm/pool/vmm_launcher.h"
@@ -36,6 +38,10 @@ struct SandboxRecord {
   bool paused = false;           // its vCPUs stopped by POST /sandboxes/ID/pause
   // The tenant that acquired it (Tenant::name); empty while it is the pool's own.
   std::string owner{};
+  // Its network's slot (pool_networks.h), for a clone of an image with a network; and the
+  // egress policy it has now.
+  std::optional<uint32_t> network_slot{};
+  network::EgressPolicy egress{};
   bool operator==(const SandboxRecord&) const = default;
 };
 

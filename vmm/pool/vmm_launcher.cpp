@@ -199,6 +199,9 @@ std::vector<std::string> restore_argv(const std::string& vmm_binary, const Clone
   if (!clone.files.api.empty()) {
     argv.insert(argv.end(), {"--api-sock", clone.files.api});
   }
+  if (!clone.netns.empty()) {
+    argv.insert(argv.end(), {"--netns", clone.netns, "--net", "tap=" + clone.tap});
+  }
   if (clone.jail_id) {
     const std::string id = std::to_string(*clone.jail_id);
     argv.insert(argv.end(),

@@ -43,6 +43,9 @@ struct CloneLaunch {
   std::string dir;           // the sandbox's own directory: its sockets (files) and console
   SandboxFiles files;
   std::optional<uint32_t> jail_id;  // its uid and gid; none: not jailed (--no-jail)
+  // Its network namespace's file and the TAP in it (pool_networks.h); empty: no network.
+  std::string netns{};
+  std::string tap{};
 };
 
 // What bounds every clone: its console file, and when jailed, its cgroup.
@@ -108,9 +111,10 @@ Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
 
 // `VMM restore --state-fd 4 --memory-fd 5 --vsock VSOCK --ready-fd 3 --no-host-paths-from-snapshot
 // [--api-sock API] --console DIR/console --console-limit N` (the clone opens no host file
-// that the snapshot's state names), for a jailed clone `--jail DIR --jail-no-supervisor
-// --uid ID --gid ID
-// --cgroup-parent P --cgroup memory.max=... --cgroup pids.max=... [--cgroup cpu.max=...]`,
+// that the snapshot's state names), with a network `--netns NETNS --net tap=TAP` (the TAP
+// opened in the clone's own namespace), for a jailed clone `--jail DIR --jail-no-supervisor
+// --uid ID --gid ID --cgroup-parent P --cgroup memory.max=... --cgroup pids.max=...
+// [--cgroup cpu.max=...]`,
 // then EXTRA_ARGS (which may add or override settings: a later --cgroup of one file wins).
 std::vector<std::string> restore_argv(const std::string& vmm_binary, const CloneLaunch& clone,
                                       const CloneLimits& limits,

@@ -22,7 +22,9 @@
 #include "vmm/common/sibling_binary.h"
 #include "vmm/http/server.h"
 #include "vmm/jail/cgroup.h"
+#include "vmm/network/clone_network_host.h"
 #include "vmm/pool/image_store.h"
+#include "vmm/pool/launcher_networks.h"
 #include "vmm/pool/launcher_process.h"
 #include "vmm/pool/pool.h"
 #include "vmm/pool/pool_api.h"
@@ -64,6 +66,8 @@ struct PoolOptions {
   std::vector<std::string> restore_args;
   bool no_jail = false;
   std::string jail_ids = "200000-265535";
+  bool no_clone_networks = false;
+  std::string clone_network_range = "10.200.0.0/16";
   uint64_t memory_overhead_mib = 64;
   pool::CloneLimits limits;
 };
@@ -206,6 +210,14 @@ int run_pool(const PoolOptions& options) {
     }
     jail_ids = *range;
   }
+  std::optional<pool::PoolNetworkOptions> networks;
+  if (!options.no_clone_networks) {
+    auto range = pool::parse_clone_range(options.clone_network_range);
+    if (!range) {
+      return fail_with(range.error());
+    }
+    networks = pool::PoolNetworkOptions{.clone_range = *range};
+  }
   auto state = pool::StateDir::open(options.state_dir);
   if (!state) {
     return fail_with(state.error());
@@ -232,10 +244,22 @@ int run_pool(const PoolOptions& options) {
   }
   // While the daemon has one thread and no filter: every VMM is started by this child, so
   // that none inherits the daemon's filter (launcher_process.h).
-  auto launcher = pool::LauncherProcess::start(*vmm);
+  // The clones' networks are made and held there too: the launcher's copy of `host` is
+  // the one that serves (docs/network.md, "The pool's clones").
+  // Forwards a killed daemon's launcher left lead to clones that are gone or not forwarded
+  // any more: they go (an adopted clone keeps its network, not its forwarded ports).
+  if (networks) {
+    if (auto cleared = network::HostPortForwards::clear(); !cleared) {
+      return fail_with(cleared.error());
+    }
+  }
+  auto host = std::make_shared<network::CloneNetworkHost>();
+  auto launcher = pool::LauncherProcess::start(
+      *vmm, [host](std::string_view request) { return host->serve(request); });
   if (!launcher) {
     return fail_with(launcher.error());
   }
+  std::shared_ptr<pool::LauncherProcess> launcher_process = std::move(*launcher);
   // Bodies carry the files PUT into sandboxes.
   auto server = http::HttpServer::bind(
       options.socket,
@@ -264,18 +288,20 @@ int run_pool(const PoolOptions& options) {
     }
   }
   const std::string lock_path = state->path() + "/lock";
-  pool::Pool pool((*server)->loop(), std::move(*state), std::move(*store),
-                  std::make_unique<pool::RestoreLauncher>(*vmm, limits, options.restore_args,
-                                                          std::move(*launcher)),
-                  pool::PoolOptions{.max_memory_ratio = options.max_memory_ratio,
-                                    .memory_overcommit = options.memory_overcommit,
-                                    .ready_timeout = milliseconds(options.ready_timeout_s),
-                                    .health_interval = milliseconds(options.health_interval_s),
-                                    .health_timeout = milliseconds(options.health_timeout_s),
-                                    .health_failures = options.health_failures,
-                                    .jail_ids = jail_ids,
-                                    .max_requests_per_tenant = options.max_requests_per_tenant,
-                                    .max_requests = options.max_requests});
+  pool::Pool pool(
+      (*server)->loop(), std::move(*state), std::move(*store),
+      std::make_unique<pool::RestoreLauncher>(*vmm, limits, options.restore_args, launcher_process),
+      pool::PoolOptions{.max_memory_ratio = options.max_memory_ratio,
+                        .memory_overcommit = options.memory_overcommit,
+                        .ready_timeout = milliseconds(options.ready_timeout_s),
+                        .health_interval = milliseconds(options.health_interval_s),
+                        .health_timeout = milliseconds(options.health_timeout_s),
+                        .health_failures = options.health_failures,
+                        .jail_ids = jail_ids,
+                        .max_requests_per_tenant = options.max_requests_per_tenant,
+                        .max_requests = options.max_requests,
+                        .networks = networks},
+      std::make_shared<pool::LauncherNetworks>(launcher_process));
   // Before serve(): the loop does not run yet, so its watches and timers may be set here.
   pool.recover();
   const auto router = std::make_shared<http::Router>(pool::pool_router(pool, access));
@@ -468,6 +494,16 @@ void configure_pool_command(CLI::App* pool, std::function<int()>& action) {
                    "two at once. Give each daemon of a host its own range, owned by no user")
       ->group(kJail)
       ->capture_default_str();
+  constexpr const char* kNetwork = "Clone networks (docs/network.md#the-pools-clones)";
+  pool->add_option("--clone-network-range", options->clone_network_range,
+                   "A.B.C.D/N: the /30s of the veth pairs of clones with a network, one per live "
+                   "clone; no host interface, route or other daemon may use it")
+      ->group(kNetwork)
+      ->capture_default_str();
+  pool->add_flag("--no-clone-networks", options->no_clone_networks,
+                 "Make no network namespaces: an image whose snapshot has a network device is "
+                 "refused")
+      ->group(kNetwork);
   pool->add_option("--cgroup-parent", options->limits.cgroup_parent,
                    "The cgroup below /sys/fs/cgroup that holds each clone's cgroup (named by "
                    "its sandbox id); made if missing")
