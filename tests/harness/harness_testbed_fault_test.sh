@@ -13,7 +13,8 @@
 #   - a sanitizer report beside a kernel fault: exit 3, no such line;
 #   - the test-bed kernel crashed by sysrq under a command: exit 2, kind=vm-died, and in a
 #     ctest log of that try tools/test-retries names the test as one to run again, with
-#     its fault; the next command gets a fresh VM.
+#     its fault; the next command gets a fresh VM (one that dies in turn is the test bed's
+#     fault, named as such, and this test is run again).
 #   harness_testbed_fault_test.sh HARNESS SESSION SCRATCH
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/own_session.sh"
@@ -92,5 +93,12 @@ expect sysrq-in-table 0 "vm-died" -- "$retries" "$log.2"
 
 run after 'echo after'
 check after-fresh-vm grep -q "starting it again" <<<"$out"
+if [[ $rc != 0 && -n "$(kind)" ]]; then
+  # The fresh VM fell to the test bed in turn (its kernel died under `echo`: seen once, an
+  # int3 Oops in __schedule just after boot): the test bed's fault, not the harness's.
+  # Said unindented, so that tools/test names it and runs this test again.
+  grep -m 1 "$signature" <<<"$out"
+  exit 1
+fi
 check after-ran test "$rc" = 0
 exit $((failures > 0))
