@@ -5,7 +5,8 @@
 // an HTTP server beyond the host at once where the egress allows it; none reaches it with
 // egress none; a PATCH changes that while the clone runs; GET /metrics counts each clone's
 // traffic; acquire and release cycles, and a daemon killed with SIGKILL and started again,
-// leave no namespace or link behind. The server stands for the outside world: a listener
+// leave no namespace or link behind; a guest's port is reached through a forwarded host port
+// and through the Host-routed proxy. The server stands for the outside world: a listener
 // in a namespace of its own, routed through the host (tests/support/outside_network.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,7 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <set>
@@ -119,6 +122,28 @@ std::string read_from(int netns, uint32_t address, uint16_t port) {
   return got;
 }
 
+// What a TCP connection to 127.0.0.1:`port` that sends `request` reads back, to its end or
+// for 5 s.
+std::string http_exchange(uint16_t port, const std::string& request) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const timeval timeout{.tv_sec = 5, .tv_usec = 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const sockaddr_in sin{.sin_family = AF_INET,
+                        .sin_port = htons(port),
+                        .sin_addr = {htonl(INADDR_LOOPBACK)},
+                        .sin_zero = {}};
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&sin), sizeof sin) != 0 ||
+      ::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) < 0) {
+    return "cannot connect: " + std::string(std::strerror(errno));
+  }
+  std::string got;
+  char buffer[256];
+  for (ssize_t n = 0; (n = ::read(fd.get(), buffer, sizeof buffer)) > 0;) {
+    got.append(buffer, static_cast<size_t>(n));
+  }
+  return got;
+}
+
 // The metric `name`'s value for sandbox `id`, -1 when it is not there.
 long long metric(const std::string& text, const std::string& name, const std::string& id) {
   const std::string key = name + "{sandbox=\"" + id + "\"";
@@ -134,9 +159,9 @@ class PoolNetworkTest : public ::testing::Test {
     ASSERT_TRUE(network_image().failure.empty()) << network_image().failure;
     before_ = clone_networks_on_host();
   }
-  void start_daemon() {
-    daemon_ = std::make_unique<PoolDaemon>(dir_.path(),
-                                           std::vector<std::string>{"--ready-timeout", "280"});
+  void start_daemon(std::vector<std::string> args = {}) {
+    args.insert(args.begin(), {"--ready-timeout", "280"});
+    daemon_ = std::make_unique<PoolDaemon>(dir_.path(), args);
     ASSERT_TRUE(daemon_->serving(60s)) << daemon_->log();
   }
   void register_image(const json& limits) {
@@ -243,8 +268,8 @@ TEST_F(PoolNetworkTest, ADaemonKilledAndStartedAgainKeepsItsClonesNetworksAndRem
   EXPECT_EQ(clone_networks_on_host(), before_);
 }
 
-TEST_F(PoolNetworkTest, AGuestsPortIsReachedFromOutsideThroughAForwardedHostPort) {
-  start_daemon();
+TEST_F(PoolNetworkTest, AGuestsPortIsReachedFromOutsideThroughAForwardedHostPortAndTheProxy) {
+  start_daemon({"--proxy-listen", "127.0.0.1:0", "--proxy-domain", "sbx.test"});
   register_image({{"ready", 0}, {"max", 1}});  // egress none: nothing leaves, answers do
   const json a = acquire(*daemon_);
   ASSERT_TRUE(a.contains("id")) << daemon_->log();
@@ -269,6 +294,19 @@ TEST_F(PoolNetworkTest, AGuestsPortIsReachedFromOutsideThroughAForwardedHostPort
       },
       60s))
       << got;
+  // Through the Host-routed proxy, which needs no forwarded port: the port it logged.
+  const std::string log = daemon_->log();
+  const std::string logged = "pool: proxying Host <port>-<sandbox id>.sbx.test on 127.0.0.1:";
+  const auto at = log.find(logged);
+  ASSERT_NE(at, std::string::npos) << log;
+  const auto proxy_port = static_cast<uint16_t>(std::stoi(log.substr(at + logged.size())));
+  const auto through_proxy = [&](const std::string& sandbox) {
+    return http_exchange(proxy_port, "GET / HTTP/1.1\r\nHost: 8000-" + sandbox + ".sbx.test\r\n\r\n");
+  };
+  EXPECT_TRUE(
+      eventually([&] { return through_proxy(id).starts_with("hello from the guest\n"); }, 60s))
+      << through_proxy(id);
+  EXPECT_THAT(through_proxy("sb-0000"), HasSubstr("404"));
   const auto bad = daemon_->request("POST", "/sandboxes/" + id + "/ports", R"({"guest_port": 0})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_THAT(bad.body, HasSubstr("give 1 to 65535"));

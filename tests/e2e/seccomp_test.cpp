@@ -55,12 +55,12 @@ ProcessOutput vmm_with_selftest(const std::string& role, const std::vector<std::
 }
 
 // What a VMM prints when its thread named like `thread` (a regex) of `role` makes the
-// self-test's call, socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), as a whole line of its
+// self-test's call, socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), as a whole line of its
 // log. Not necessarily the last: another thread may finish a line of its own in the moment
 // between the report and the process's end.
 std::string violation_of(const std::string& thread, const std::string& role) {
   return "dsec-vmm: seccomp: thread \"" + thread + "\" \\(role " + role +
-         "\\) made forbidden syscall 41 \\(socket\\) with arguments 0x2, 0x80001, 0x0; "
+         "\\) made forbidden syscall 41 \\(socket\\) with arguments 0x2, 0x80002, 0x0; "
          "killing the process\n";
 }
 

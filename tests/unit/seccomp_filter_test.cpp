@@ -144,8 +144,14 @@ TEST(SeccompFilter, ThePoolDaemonStartsThreadsButNoProgramNorExecutableMemory) {
     if (rule.syscall == "mmap" || rule.syscall == "mprotect") {
       EXPECT_THAT(rule.conditions, testing::Contains(ArgCondition{2, PROT_EXEC, 0}));
     }
+    // Unix sockets, and TCP streams for the Host-routed proxy: never UDP, raw or packet.
     if (rule.syscall == "socket") {
-      EXPECT_THAT(rule.conditions, testing::Contains(ArgCondition{0, ~uint64_t{0}, AF_UNIX}));
+      EXPECT_THAT(rule.conditions,
+                  testing::AnyOf(
+                      testing::ElementsAre(ArgCondition{0, ~uint64_t{0}, AF_UNIX}),
+                      testing::ElementsAre(
+                          ArgCondition{0, ~uint64_t{0}, AF_INET},
+                          ArgCondition{1, ~uint64_t{SOCK_NONBLOCK | SOCK_CLOEXEC}, SOCK_STREAM})));
     }
   }
 }
@@ -194,6 +200,20 @@ TEST(SeccompFilter, ArgumentRulesAllowOnlyTheNamedIoctlsAndSocketDomains) {
   EXPECT_EQ(inet_socket.exit_status(), kViolationExitStatus) << inet_socket.err;
   EXPECT_THAT(inet_socket.err,
               HasSubstr("thread \"dsec-io\" (role io) made forbidden syscall 41 (socket)"));
+  // The pool daemon opens TCP streams for its proxy, with any flags, and nothing else of IP.
+  const ChildEnd tcp = in_child("dsec-pool", [] {
+    return filtered(Role::kPoolDaemon) &&
+           ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0) >= 0;
+  });
+  EXPECT_EQ(tcp.exit_status(), 0) << tcp.err;
+  const ChildEnd udp = in_child("dsec-pool", [] {
+    return filtered(Role::kPoolDaemon) && ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0) >= 0;
+  });
+  EXPECT_EQ(udp.exit_status(), kViolationExitStatus) << udp.err;
+  const ChildEnd inet6 = in_child("dsec-pool", [] {
+    return filtered(Role::kPoolDaemon) && ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0) >= 0;
+  });
+  EXPECT_EQ(inet6.exit_status(), kViolationExitStatus) << inet6.err;
 }
 
 TEST(SeccompFilter, MemoryMayBeMappedButNeverExecutable) {
@@ -253,7 +273,7 @@ TEST(SeccompPolicy, TheSelftestMakesItsRolesThreadCallWhatNoRoleMay) {
   const ChildEnd named =
       in_child("dsec-signals", [&] { return on.apply(Role::kSignals).has_value(); });
   EXPECT_EQ(named.exit_status(), kViolationExitStatus) << named.err;
-  const std::array<unsigned long, 3> inet_stream = {AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0};
+  const std::array<unsigned long, 3> inet_stream = {AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0};
   EXPECT_EQ(named.err, violation_line("dsec-signals", Role::kSignals, SYS_socket, inet_stream));
   // With the filters off, the call runs.
   const Policy off{.mode = Mode::kOff, .selftest = Role::kSignals};

@@ -133,6 +133,24 @@ PoolResult<nlohmann::json> Pool::forward_port(const Tenant& caller, const std::s
   return nlohmann::json{{"host_port", host_port}, {"guest_port", guest_port}};
 }
 
+PoolResult<std::string> Pool::proxy_address(const std::string& id) const {
+  const Sandbox* s = sandboxes_.find(id);
+  if (s == nullptr || s->record.state != SandboxState::kInUse) {
+    return std::unexpected(error(Failure::kNotFound, "no sandbox " + id + " is in use"));
+  }
+  const std::string address = resources_.network_address(s->record);
+  if (address.empty()) {
+    return std::unexpected(error(Failure::kInvalid, "sandbox " + id +
+                                                        " has no network: its image's snapshot "
+                                                        "has no network device"));
+  }
+  if (s->record.paused) {
+    return std::unexpected(
+        error(Failure::kConflict, "sandbox " + id + " is paused: resume it first"));
+  }
+  return address;
+}
+
 PoolResult<void> Pool::keepalive(const Tenant& caller, const std::string& id) {
   Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
   s->last_request = Sandbox::Clock::now();

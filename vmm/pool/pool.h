@@ -100,6 +100,10 @@ class Pool {
   // {"host_port", "guest_port"}.
   PoolResult<nlohmann::json> forward_port(const Tenant& caller, const std::string& id,
                                           uint16_t guest_port);
+  // Where the Host-routed proxy reaches acquired sandbox `id`'s guest (host_proxy.h): its
+  // network's host-side address. Any tenant's sandbox: the proxy has no caller. kNotFound
+  // for an id that is not in use, kInvalid without a network, kConflict while paused.
+  PoolResult<std::string> proxy_address(const std::string& id) const;
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
   PoolResult<void> keepalive(const Tenant& caller, const std::string& id);
   PoolResult<nlohmann::json> sandbox_json(const Tenant& caller, const std::string& id);

@@ -11,6 +11,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -21,8 +22,10 @@
 #include "vmm/cli/seccomp_option.h"
 #include "vmm/common/sibling_binary.h"
 #include "vmm/http/server.h"
+#include "vmm/io/loop_calls.h"
 #include "vmm/jail/cgroup.h"
 #include "vmm/network/clone_network_host.h"
+#include "vmm/pool/host_proxy.h"
 #include "vmm/pool/image_store.h"
 #include "vmm/pool/launcher_networks.h"
 #include "vmm/pool/launcher_process.h"
@@ -68,6 +71,8 @@ struct PoolOptions {
   std::string jail_ids = "200000-265535";
   bool no_clone_networks = false;
   std::string clone_network_range = "10.200.0.0/16";
+  std::string proxy_listen;  // ADDRESS:PORT; empty: no Host-routed proxy
+  std::string proxy_domain;
   uint64_t memory_overhead_mib = 64;
   pool::CloneLimits limits;
 };
@@ -134,6 +139,67 @@ Result<pool::AccessPolicy> access_policy(const PoolOptions& options) {
     policy.tokens = DSEC_TRY(pool::read_tokens_file(options.tokens, policy.daemon_uid));
   }
   return policy;
+}
+
+// The Host-routed proxy of --proxy-listen (pool/host_proxy.h), listening now, before the
+// daemon's filter; none without the option. Its connections ask the loop's thread where a
+// sandbox is, through `calls`.
+struct RunningProxy {
+  std::unique_ptr<io::LoopCalls> calls;
+  std::unique_ptr<pool::HostProxy> proxy;
+  void reset() {
+    proxy.reset();
+    calls.reset();
+  }
+};
+
+Result<RunningProxy> start_proxy(const PoolOptions& options, io::EventLoop& loop,
+                                 const pool::Pool& served) {
+  RunningProxy running;
+  if (options.proxy_listen.empty()) {
+    if (!options.proxy_domain.empty()) {
+      return fail("--proxy-domain is for the proxy", "give --proxy-listen too, or leave it out");
+    }
+    return running;
+  }
+  const auto colon = options.proxy_listen.rfind(':');
+  uint16_t port = 0;
+  const std::string port_text =
+      colon == std::string::npos ? std::string() : options.proxy_listen.substr(colon + 1);
+  const auto [end, err] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (colon == std::string::npos || port_text.empty() || err != std::errc() ||
+      end != port_text.data() + port_text.size()) {
+    return fail("--proxy-listen '" + options.proxy_listen + "' is not ADDRESS:PORT",
+                "give e.g. 0.0.0.0:8080");
+  }
+  if (options.no_clone_networks) {
+    return fail("--proxy-listen reaches clones through their networks",
+                "leave out --no-clone-networks");
+  }
+  running.calls = DSEC_TRY(io::LoopCalls::create(loop));
+  auto resolve = [calls = running.calls.get(), &served](
+                     const std::string& id) -> std::expected<std::string, pool::ProxyRefusal> {
+    // By value: a call that timed out may still run later.
+    auto found =
+        calls->call([&served, id] { return served.proxy_address(id); }, std::chrono::seconds(5));
+    if (!found) {
+      return std::unexpected(pool::ProxyRefusal{503, "the pool did not answer in time; retry"});
+    }
+    if (!*found) {
+      const auto& e = found->error();
+      const int status = e.kind == pool::Failure::kNotFound || e.kind == pool::Failure::kGone ? 404
+                         : e.kind == pool::Failure::kConflict                                 ? 409
+                                                                                              : 502;
+      return std::unexpected(pool::ProxyRefusal{status, e.message});
+    }
+    return **found;
+  };
+  running.proxy = DSEC_TRY(pool::HostProxy::listen(options.proxy_listen.substr(0, colon), port,
+                                                   {.domain = options.proxy_domain}, resolve));
+  spdlog::info("pool: proxying Host <port>-<sandbox id>.{} on {}:{}", options.proxy_domain,
+               options.proxy_listen.substr(0, colon), running.proxy->port());
+  return running;
 }
 
 // The TCP listener's TLS: its certificate and key, both or neither, and only for --tcp-port.
@@ -305,6 +371,10 @@ int run_pool(const PoolOptions& options) {
   // Before serve(): the loop does not run yet, so its watches and timers may be set here.
   pool.recover();
   const auto router = std::make_shared<http::Router>(pool::pool_router(pool, access));
+  auto proxy = start_proxy(options, (*server)->loop(), pool);
+  if (!proxy) {
+    return fail_with(proxy.error());
+  }
   // Each client holds at most one request; an exec runs on a thread of its own meanwhile.
   (*server)->set_max_connections(kMaxClients);
   (*server)->set_max_connections_per_caller(kMaxClientsPerCaller);
@@ -324,7 +394,9 @@ int run_pool(const PoolOptions& options) {
   int signo = 0;
   sigwait(&signals, &signo);
   spdlog::info("pool: {}: stopping", strsignal(signo));
-  // The API thread first: nothing touches the pool after this but this thread.
+  // The proxy's connections first (they ask the loop where sandboxes are), then the API
+  // thread: nothing touches the pool after this but this thread.
+  proxy->reset();
   (*server)->stop();
   pool.shutdown();
   ::unlink(lock_path.c_str());
@@ -503,6 +575,16 @@ void configure_pool_command(CLI::App* pool, std::function<int()>& action) {
   pool->add_flag("--no-clone-networks", options->no_clone_networks,
                  "Make no network namespaces: an image whose snapshot has a network device is "
                  "refused")
+      ->group(kNetwork);
+  pool->add_option("--proxy-listen", options->proxy_listen,
+                   "ADDRESS:PORT (numeric IPv4; port 0: a free one, logged at start): a proxy "
+                   "that sends each connection whose Host is <port>-<sandbox id>.DOMAIN to "
+                   "that port of the sandbox's guest, streams and WebSockets included. Needs "
+                   "--proxy-domain; no token is asked: anyone who reaches it reaches every "
+                   "acquired sandbox's ports")
+      ->group(kNetwork);
+  pool->add_option("--proxy-domain", options->proxy_domain,
+                   "The domain under which --proxy-listen's Host names are (sandbox.example.com)")
       ->group(kNetwork);
   pool->add_option("--cgroup-parent", options->limits.cgroup_parent,
                    "The cgroup below /sys/fs/cgroup that holds each clone's cgroup (named by "

@@ -47,9 +47,10 @@ Result<std::optional<Role>> selftest_from_environment() {
               "give one of " + roles + ", or unset it (it is a test hook)");
 }
 
-// The self-test's forbidden call: a network socket, which no role may open.
+// The self-test's forbidden call: a UDP socket, which no role may open (the pool may open
+// TCP streams, for its proxy).
 void provoke_violation(Role role) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   // Reached only when the call was let through (--seccomp=log or off).
   spdlog::warn("seccomp: {}: the {} thread opened a network socket ({}), which its filter forbids",
                kSelftestVariable, role_name(role), fd >= 0 ? "it was let through" : "it failed");

@@ -22,7 +22,7 @@ std::string_view mode_name(Mode mode);
 std::optional<Mode> mode_named(std::string_view name);
 
 // The test hook: DSEC_SECCOMP_SELFTEST=<role> (role_name) makes that role's thread call
-// socket(AF_INET, ...), which no role may, right after its filter loaded. The e2e tests
+// socket(AF_INET, SOCK_DGRAM, ...), which no role may, right after its filter loaded. The e2e tests
 // use it to show that a forbidden call ends the VMM; nothing the guest does can set it.
 inline constexpr const char* kSelftestVariable = "DSEC_SECCOMP_SELFTEST";
 

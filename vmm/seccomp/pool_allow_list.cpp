@@ -6,8 +6,9 @@
 // TLS), its state directory and image store (records, logs, snapshots copied in), each
 // clone's cgroup files, and its clones' VMMs through pidfds and their Unix sockets (the
 // agent, the VMM's API). It never starts a program (the launcher does), never maps
-// executable memory, never opens a network socket of its own (its TCP listener is open
-// already), and cannot change its SIGSYS handler (the violation report stays).
+// executable memory, opens no network socket but a TCP stream (its listeners are open
+// already; the proxy connects to guests), and cannot change its SIGSYS handler (the
+// violation report stays).
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -116,8 +117,13 @@ std::vector<SyscallRule> pool_daemon_allow_list() {
       allow("getcwd"),
       allow("utimensat"),
       // sockets: API clients (accepted on listeners open already), and Unix sockets to
-      // clones (the agent's vsock socket, a VMM's API), to the launcher
+      // clones (the agent's vsock socket, a VMM's API), to the launcher; TCP connections
+      // to clones' guests, the Host-routed proxy's (host_proxy.h): stream sockets only
       allow_if("socket", {equals(0, AF_UNIX)}),
+      allow_if("socket", {equals(0, AF_INET),
+                          ArgCondition{.arg = 1,
+                                       .mask = ~uint64_t{SOCK_NONBLOCK | SOCK_CLOEXEC},
+                                       .value = SOCK_STREAM}}),
       allow("connect"),
       allow("accept4"),
       allow("recvfrom"),
