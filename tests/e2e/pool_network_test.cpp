@@ -31,6 +31,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/warm_image.h"
 #include "vmm/http/client.h"
+#include "vmm/network/clone_network_host.h"
 #include "vmm/network/namespace_thread.h"
 #include "vmm/network/nftables.h"
 
@@ -242,13 +243,31 @@ TEST_F(PoolNetworkTest, ClonesWithOneAddressFetchAtOnceWhereTheirEgressAllowsIt)
   EXPECT_EQ(clone_networks_on_host(), before_);
 }
 
-TEST_F(PoolNetworkTest, ADaemonKilledAndStartedAgainKeepsItsClonesNetworksAndRemovesTheRest) {
+TEST_F(PoolNetworkTest,
+       ADaemonKilledAndStartedAgainKeepsItsClonesNetworksAndPortsAndRemovesTheRest) {
   start_daemon();
   register_image({{"ready", 1}, {"max", 2}, {"egress", {{"mode", "all"}}}});
   const json a = acquire(*daemon_);
   ASSERT_TRUE(a.contains("id")) << daemon_->log();
   const std::string id = a["id"];
   EXPECT_EQ(fetch(*daemon_, id), "exit 0: from the host\n");
+  // A guest's port forwarded, at the second host port (the first forward is let go).
+  EXPECT_THAT(sh(*daemon_, id,
+                 "(while true; do echo still forwarded | nc -l -p 8000; done) "
+                 "</dev/null >/dev/null 2>&1 & echo started"),
+              HasSubstr("started"));
+  const auto forward = [&](const char* body) {
+    const auto reply = daemon_->request("POST", "/sandboxes/" + id + "/ports", body);
+    EXPECT_EQ(reply.status, 201) << reply.body;
+    return reply.status == 201 ? json::parse(reply.body)["host_port"].get<uint16_t>() : 0;
+  };
+  ASSERT_EQ(forward(R"({"guest_port": 7999})"), network::kFirstForwardedPort);
+  const uint16_t host_port = forward(R"({"guest_port": 8000})");
+  ASSERT_EQ(host_port, network::kFirstForwardedPort + 1);
+  const auto reaches_guest = [&] {
+    return read_from(outside_.netns(), kServer - 1, host_port) == "still forwarded\n";
+  };
+  EXPECT_TRUE(eventually(reaches_guest, 60s));
   // The ready clone that refills is a network more.
   ASSERT_TRUE(
       eventually([&] { return clone_networks_on_host().size() >= before_.size() + 4; }, kDeadline));
@@ -259,6 +278,8 @@ TEST_F(PoolNetworkTest, ADaemonKilledAndStartedAgainKeepsItsClonesNetworksAndRem
   ASSERT_EQ(found.status, 200) << found.body << daemon_->log();
   EXPECT_EQ(json::parse(found.body)["network"]["egress"]["mode"], "all");
   EXPECT_EQ(fetch(*daemon_, id), "exit 0: from the host\n") << daemon_->log();
+  // Its forwarded port too, at the host port it had.
+  EXPECT_TRUE(eventually(reaches_guest, 60s)) << daemon_->log();
   const auto patched =
       daemon_->request("PATCH", "/sandboxes/" + id + "/network", R"({"mode": "none"})");
   EXPECT_EQ(patched.status, 200) << patched.body;
@@ -301,7 +322,8 @@ TEST_F(PoolNetworkTest, AGuestsPortIsReachedFromOutsideThroughAForwardedHostPort
   ASSERT_NE(at, std::string::npos) << log;
   const auto proxy_port = static_cast<uint16_t>(std::stoi(log.substr(at + logged.size())));
   const auto through_proxy = [&](const std::string& sandbox) {
-    return http_exchange(proxy_port, "GET / HTTP/1.1\r\nHost: 8000-" + sandbox + ".sbx.test\r\n\r\n");
+    return http_exchange(proxy_port,
+                         "GET / HTTP/1.1\r\nHost: 8000-" + sandbox + ".sbx.test\r\n\r\n");
   };
   EXPECT_TRUE(
       eventually([&] { return through_proxy(id).starts_with("hello from the guest\n"); }, 60s))

@@ -175,6 +175,12 @@ TEST_F(PoolNetworksTest, AForwardedPortIsARuleOfTheHostThatGoesWithTheNetwork) {
   };
   EXPECT_THAT(table(), HasSubstr("tcp dport 30000 dnat to 10.200.0.2:8000")) << table();
   EXPECT_THAT(table(), HasSubstr("tcp dport 30001 dnat to 10.200.0.2:22"));
+  // A port asked for by number (an adopted clone's, where it was): free, or refused.
+  ASSERT_OK_AND_ASSIGN(const uint16_t chosen, networks_->forward_port(slot, 9000, 30100));
+  EXPECT_EQ(chosen, 30100);
+  EXPECT_THAT(table(), HasSubstr("tcp dport 30100 dnat to 10.200.0.2:9000"));
+  EXPECT_FALSE(networks_->forward_port(slot, 9001, 30100).has_value()) << "taken";
+  EXPECT_FALSE(networks_->forward_port(slot, 9001, 80).has_value()) << "outside the range";
   networks_->release(slot);
   EXPECT_EQ(table(), "(none)") << "the table goes with the last forward";
   EXPECT_FALSE(networks_->forward_port(slot, 8000).has_value()) << "no network, no forward";

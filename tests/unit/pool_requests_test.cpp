@@ -161,9 +161,27 @@ TEST(PoolStateRecords, AClonesNetworkSlotAndEgressReadBack) {
                    .allow = {{.destination = {.address = 0x0A000000, .prefix = 8},
                               .first_port = 443,
                               .last_port = 443}}};
+  record.ports = {{.guest_port = 8000, .host_port = 30000}, {.guest_port = 22, .host_port = 30007}};
   ASSERT_OK_AND_ASSIGN(auto back, parse_record(record_text(record)));
   EXPECT_EQ(back, record);
   EXPECT_THAT(record_text(record), HasSubstr(R"("allow":["10.0.0.0/8:443"])"));
+  EXPECT_THAT(record_text(record), HasSubstr(R"({"guest_port":8000,"host_port":30000})"));
+}
+
+TEST(PoolStateRecords, ForwardedPortsOutOfRangeOrTooManyAreRefused) {
+  const std::string start =
+      R"({"id":"sb-1","image":"b","pid":5,"start_time":1,"vsock":"/v","log":"/l",)"
+      R"("state":"in_use","expires_at_ms":0,"ports":)";
+  EXPECT_THAT(error_of(parse_record(start + R"([{"guest_port":0,"host_port":30000}]})")),
+              HasSubstr("out of range"));
+  EXPECT_THAT(error_of(parse_record(start + R"([{"guest_port":80,"host_port":70000}]})")),
+              HasSubstr("out of range"));
+  EXPECT_FALSE(parse_record(start + R"([{"guest_port":80}]})").has_value());
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) {
+    many += std::string(i == 0 ? "" : ",") + R"({"guest_port":80,"host_port":30000})";
+  }
+  EXPECT_THAT(error_of(parse_record(start + many + "]}")), HasSubstr("more than 64 ports"));
 }
 
 // A record written before idle timeouts and clone API sockets existed still reads, with

@@ -39,9 +39,10 @@ Result<CloneNetworkCounters> CloneNetworkHost::counters(const std::string& name)
   return DSEC_TRY(find(name))->counters();
 }
 
-Result<uint16_t> CloneNetworkHost::forward_port(const std::string& name, uint16_t guest_port) {
+Result<uint16_t> CloneNetworkHost::forward_port(const std::string& name, uint16_t guest_port,
+                                                uint16_t host_port) {
   const CloneNetwork* network = DSEC_TRY(find(name));
-  return ports_.add(name, network->namespace_veth_address(), guest_port);
+  return ports_.add(name, network->namespace_veth_address(), guest_port, host_port);
 }
 
 Status CloneNetworkHost::remove(const std::string& name, const std::string& run_dir) {
@@ -76,11 +77,15 @@ std::string CloneNetworkHost::serve(std::string_view request) {
     } else if (op == "forward") {
       const auto name = DSEC_TRY(object.string("name"));
       const uint32_t port = DSEC_TRY(object.unsigned_int32("guest_port"));
+      const auto host_port = DSEC_TRY(object.optional_unsigned_int("host_port")).value_or(0);
       DSEC_TRY(object.finish());
-      if (port == 0 || port > 65535) {
-        return fail("guest port " + std::to_string(port), "give a port from 1 to 65535");
+      if (port == 0 || port > 65535 || host_port > 65535) {
+        return fail(
+            "guest port " + std::to_string(port) + ", host port " + std::to_string(host_port),
+            "give ports from 1 to 65535");
       }
-      out["host_port"] = DSEC_TRY(forward_port(name, static_cast<uint16_t>(port)));
+      out["host_port"] = DSEC_TRY(
+          forward_port(name, static_cast<uint16_t>(port), static_cast<uint16_t>(host_port)));
     } else if (op == "remove") {
       const auto name = DSEC_TRY(object.string("name"));
       const auto run_dir = DSEC_TRY(object.string("run_dir", JsonObject::Empty::kAllowed));

@@ -33,7 +33,8 @@ class CloneNetworkHost final : public CloneNetworks {
   Status adopt(const CloneNetworkConfig& config) override;
   Status set_egress(const std::string& name, const EgressPolicy& policy) override;
   Result<CloneNetworkCounters> counters(const std::string& name) override;
-  Result<uint16_t> forward_port(const std::string& name, uint16_t guest_port) override;
+  Result<uint16_t> forward_port(const std::string& name, uint16_t guest_port,
+                                uint16_t host_port) override;
   Status remove(const std::string& name, const std::string& run_dir) override;
 
   // One request as above; the answer's JSON text.

@@ -27,7 +27,9 @@ class CloneNetworks {
   virtual Result<CloneNetworkCounters> counters(const std::string& name) = 0;
   // A host port whose TCP connections go to `guest_port` of network `name`'s guest
   // (host_port_forwards.h); removed with the network.
-  virtual Result<uint16_t> forward_port(const std::string& name, uint16_t guest_port) = 0;
+  // `host_port` 0: any free one; else that one (HostPortForwards::add).
+  virtual Result<uint16_t> forward_port(const std::string& name, uint16_t guest_port,
+                                        uint16_t host_port) = 0;
   // Removes the network `name`: the one held, or else what a killed process left of it
   // under `run_dir` (CloneNetwork::remove_stale). Nothing there is no error.
   virtual Status remove(const std::string& name, const std::string& run_dir) = 0;

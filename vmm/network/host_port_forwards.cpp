@@ -27,16 +27,23 @@ Status HostPortForwards::clear() {
 }
 
 Result<uint16_t> HostPortForwards::add(const std::string& owner, uint32_t destination,
-                                       uint16_t guest_port) {
+                                       uint16_t guest_port, uint16_t host_port) {
   if (guest_port == 0) {
     return fail("guest port 0", "give a port from 1 to 65535");
   }
   for (const auto& [port, forward] : forwards_) {
-    if (forward.owner == owner && forward.guest_port == guest_port) {
+    if (forward.owner == owner && forward.guest_port == guest_port &&
+        (host_port == 0 || host_port == port)) {
       return port;
     }
   }
-  uint32_t port = first_;
+  if (host_port != 0) {
+    if (host_port < first_ || host_port > last_ || forwards_.contains(host_port)) {
+      return fail(fmt::format("host port {} is not free to forward (ports {}-{}, each once)",
+                              host_port, first_, last_));
+    }
+  }
+  uint32_t port = host_port != 0 ? host_port : first_;
   while (port <= last_ && forwards_.contains(static_cast<uint16_t>(port))) {
     ++port;
   }
@@ -44,14 +51,14 @@ Result<uint16_t> HostPortForwards::add(const std::string& owner, uint32_t destin
     return fail(fmt::format("every forwarded host port of {}-{} is taken", first_, last_),
                 "release sandboxes, or forward fewer ports");
   }
-  const auto host_port = static_cast<uint16_t>(port);
-  forwards_[host_port] =
+  const auto chosen = static_cast<uint16_t>(port);
+  forwards_[chosen] =
       PortForward{.owner = owner, .destination = destination, .guest_port = guest_port};
   if (auto written = write(); !written) {
-    forwards_.erase(host_port);
+    forwards_.erase(chosen);
     return std::unexpected(written.error());
   }
-  return host_port;
+  return chosen;
 }
 
 Status HostPortForwards::remove_owner(const std::string& owner) {

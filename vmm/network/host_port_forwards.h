@@ -33,8 +33,11 @@ class HostPortForwards {
   ~HostPortForwards();
 
   // A free host port forwarded to `destination`:`guest_port`; the same port again when
-  // `owner` forwards that guest port already.
-  Result<uint16_t> add(const std::string& owner, uint32_t destination, uint16_t guest_port);
+  // `owner` forwards that guest port already. A `host_port` other than 0 asks for that one
+  // (a daemon started again forwards an adopted clone's ports where they were): refused
+  // when it is outside first..last or another forward's.
+  Result<uint16_t> add(const std::string& owner, uint32_t destination, uint16_t guest_port,
+                       uint16_t host_port = 0);
   // Removes `owner`'s forwards.
   Status remove_owner(const std::string& owner);
   // Removes the table, whoever made it.

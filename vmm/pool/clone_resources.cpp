@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "vmm/pool/sandbox_dir.h"
@@ -144,7 +145,17 @@ Status CloneResources::adopt_network(const SandboxRecord& record, const PoolImag
         "its network cannot be taken over: this daemon makes no clone networks, or its "
         "image has no network device now");
   }
-  return networks_->adopt(*record.network_slot, *image.network, record.egress);
+  DSEC_TRY(networks_->adopt(*record.network_slot, *image.network, record.egress));
+  // The forwards the daemon that ended had made for it, at the same host ports: they went
+  // with its table, and the sandbox's users still use them.
+  for (const ForwardedPort& port : record.ports) {
+    if (auto again = networks_->forward_port(*record.network_slot, port.guest_port, port.host_port);
+        !again) {
+      spdlog::warn("pool: {}: host port {} to guest port {} not forwarded again: {}", record.id,
+                   port.host_port, port.guest_port, again.error().message());
+    }
+  }
+  return ok();
 }
 
 PoolResult<void> CloneResources::set_egress(Sandbox& sandbox, const network::EgressPolicy& policy) {
@@ -163,7 +174,7 @@ PoolResult<void> CloneResources::set_egress(Sandbox& sandbox, const network::Egr
   return {};
 }
 
-PoolResult<uint16_t> CloneResources::forward_port(const Sandbox& sandbox, uint16_t guest_port) {
+PoolResult<uint16_t> CloneResources::forward_port(Sandbox& sandbox, uint16_t guest_port) {
   if (!sandbox.record.network_slot || !networks_) {
     return std::unexpected(error(Failure::kInvalid, "sandbox " + sandbox.record.id +
                                                         " has no network: its image's snapshot "
@@ -174,6 +185,12 @@ PoolResult<uint16_t> CloneResources::forward_port(const Sandbox& sandbox, uint16
     return std::unexpected(
         error(Failure::kUnavailable,
               "sandbox " + sandbox.record.id + ": no port forwarded: " + port.error().message()));
+  }
+  const ForwardedPort forward{.guest_port = guest_port, .host_port = *port};
+  if (std::ranges::find(sandbox.record.ports, forward) == sandbox.record.ports.end() &&
+      sandbox.record.ports.size() < kMaxForwardedPorts) {
+    sandbox.record.ports.push_back(forward);
+    persist(sandbox);
   }
   return *port;
 }

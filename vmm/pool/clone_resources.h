@@ -58,7 +58,8 @@ class CloneResources {
   // The uid of adopted sandbox `id` (its directory's owner), taken again; none when it is
   // not jailed, or another adopted clone has it.
   std::optional<uint32_t> adopt_jail_id(const std::string& id);
-  // Takes over the network of adopted `record`'s clone of `image`, with the record's egress.
+  // Takes over the network of adopted `record`'s clone of `image`, with the record's egress
+  // and its forwarded ports (each where it was; one that cannot be is logged).
   Status adopt_network(const SandboxRecord& record, const PoolImage& image);
   // Removes what a daemon that ended left of network `slot`, whose clone is not kept.
   void remove_network_left(uint32_t slot);
@@ -69,7 +70,9 @@ class CloneResources {
   PoolResult<void> set_egress(Sandbox& sandbox, const network::EgressPolicy& policy);
   // A host port forwarded to `guest_port` of `sandbox`'s guest; kInvalid when it has no
   // network, kUnavailable when it could not be made.
-  PoolResult<uint16_t> forward_port(const Sandbox& sandbox, uint16_t guest_port);
+  // Recorded in the sandbox's record (persisted), so that a daemon started again forwards
+  // it again where it was (adopt_network).
+  PoolResult<uint16_t> forward_port(Sandbox& sandbox, uint16_t guest_port);
   // What crossed `sandbox`'s network; none when it has none or they cannot be read.
   std::optional<network::CloneNetworkCounters> network_counters(const Sandbox& sandbox);
   // The namespace's veth address of a sandbox with a network; empty otherwise.

@@ -42,9 +42,13 @@ Result<network::CloneNetworkCounters> LauncherNetworks::counters(const std::stri
   return network::parse_counters_json(answer["counters"]);
 }
 
-Result<uint16_t> LauncherNetworks::forward_port(const std::string& name, uint16_t guest_port) {
-  const auto answer =
-      DSEC_TRY(call({{"op", "forward"}, {"name", name}, {"guest_port", guest_port}}));
+Result<uint16_t> LauncherNetworks::forward_port(const std::string& name, uint16_t guest_port,
+                                                uint16_t host_port) {
+  nlohmann::json request = {{"op", "forward"}, {"name", name}, {"guest_port", guest_port}};
+  if (host_port != 0) {
+    request["host_port"] = host_port;
+  }
+  const auto answer = DSEC_TRY(call(request));
   if (!answer.contains("host_port") || !answer["host_port"].is_number_unsigned() ||
       answer["host_port"].get<uint64_t>() > 65535) {
     return fail("launcher: a forward answer without a host port");

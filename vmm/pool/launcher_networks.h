@@ -22,7 +22,8 @@ class LauncherNetworks final : public network::CloneNetworks {
   Status adopt(const network::CloneNetworkConfig& config) override;
   Status set_egress(const std::string& name, const network::EgressPolicy& policy) override;
   Result<network::CloneNetworkCounters> counters(const std::string& name) override;
-  Result<uint16_t> forward_port(const std::string& name, uint16_t guest_port) override;
+  Result<uint16_t> forward_port(const std::string& name, uint16_t guest_port,
+                                uint16_t host_port) override;
   Status remove(const std::string& name, const std::string& run_dir) override;
 
  private:

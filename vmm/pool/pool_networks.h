@@ -62,8 +62,9 @@ class PoolNetworks {
 
   Status set_egress(uint32_t slot, const network::EgressPolicy& policy);
   Result<network::CloneNetworkCounters> counters(uint32_t slot);
-  Result<uint16_t> forward_port(uint32_t slot, uint16_t guest_port) {
-    return networks_->forward_port(name(slot), guest_port);
+  // `host_port` 0: any free one; else that one (a clone adopted with its ports).
+  Result<uint16_t> forward_port(uint32_t slot, uint16_t guest_port, uint16_t host_port = 0) {
+    return networks_->forward_port(name(slot), guest_port, host_port);
   }
 
   std::string name(uint32_t slot) const { return name_in(options_.clone_range, slot); }

@@ -95,6 +95,12 @@ std::string record_text(const SandboxRecord& record) {
     value["network_slot"] = *record.network_slot;
     value["egress"] = network::egress_json(record.egress);
   }
+  if (!record.ports.empty()) {
+    auto& ports = value["ports"] = nlohmann::json::array();
+    for (const ForwardedPort& port : record.ports) {
+      ports.push_back({{"guest_port", port.guest_port}, {"host_port", port.host_port}});
+    }
+  }
   return value.dump() + "\n";
 }
 
@@ -132,6 +138,23 @@ Result<SandboxRecord> parse_record(std::string_view text) {
     record.network_slot = static_cast<uint32_t>(*slot);
     record.egress = DSEC_TRY(network::parse_egress_json(DSEC_TRY(object.object("egress")),
                                                         network::ReservedAllow::kAllowed));
+  }
+  if (const auto ports = DSEC_TRY(object.optional_array("ports")); ports) {
+    if (ports->size() > kMaxForwardedPorts) {
+      return fail("the record forwards more than " + std::to_string(kMaxForwardedPorts) + " ports");
+    }
+    for (const auto& entry : *ports) {
+      auto port = DSEC_TRY(JsonObject::of(entry, "a forwarded port"));
+      const uint64_t guest = DSEC_TRY(port.unsigned_int("guest_port"));
+      const uint64_t host = DSEC_TRY(port.unsigned_int("host_port"));
+      DSEC_TRY(port.finish());
+      if (guest == 0 || guest > 65535 || host == 0 || host > 65535) {
+        return fail("the record's forwarded port " + std::to_string(guest) + " -> " +
+                    std::to_string(host) + " is out of range");
+      }
+      record.ports.push_back(ForwardedPort{.guest_port = static_cast<uint16_t>(guest),
+                                           .host_port = static_cast<uint16_t>(host)});
+    }
   }
   DSEC_TRY(object.finish());
   return record;

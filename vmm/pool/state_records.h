@@ -27,6 +27,15 @@ std::string_view state_name(SandboxState state);
 // The state `name` (as state_name writes it) stands for.
 Result<SandboxState> state_of(std::string_view name);
 
+// A host port forwarded to a port of a sandbox's guest (POST /sandboxes/ID/ports).
+struct ForwardedPort {
+  uint16_t guest_port = 0;
+  uint16_t host_port = 0;
+  bool operator==(const ForwardedPort&) const = default;
+};
+// The most forwards one record holds (the host has 2768 ports to hand out in all).
+inline constexpr size_t kMaxForwardedPorts = 64;
+
 struct SandboxRecord {
   std::string id;
   std::string image;
@@ -42,6 +51,8 @@ struct SandboxRecord {
   // egress policy it has now.
   std::optional<uint32_t> network_slot{};
   network::EgressPolicy egress{};
+  // Its forwarded ports, which a daemon started again forwards again where they were.
+  std::vector<ForwardedPort> ports{};
   bool operator==(const SandboxRecord&) const = default;
 };
 

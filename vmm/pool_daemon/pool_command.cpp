@@ -313,7 +313,7 @@ int run_pool(const PoolOptions& options) {
   // The clones' networks are made and held there too: the launcher's copy of `host` is
   // the one that serves (docs/network.md, "The pool's clones").
   // Forwards a killed daemon's launcher left lead to clones that are gone or not forwarded
-  // any more: they go (an adopted clone keeps its network, not its forwarded ports).
+  // any more: they go (an adopted clone's are made again from its record, where they were).
   if (networks) {
     if (auto cleared = network::HostPortForwards::clear(); !cleared) {
       return fail_with(cleared.error());
