@@ -45,13 +45,13 @@ json vm_config_json(const machine::MachineConfig& config) {
                       {"rate_limiter", rate_limiter_or_null(d.rate_limiter)}});
   }
   json nets = json::array();
-  if (config.net) {
-    nets.push_back({{"iface_id", config.net->iface_id()},
-                    {"host_dev_name", config.net->tap},
-                    {"guest_mac", config.net->mac.empty() ? machine::NetConfig::kDefaultGuestMac
-                                                          : config.net->mac},
-                    {"rx_rate_limiter", rate_limiter_or_null(config.net->rx_rate_limiter)},
-                    {"tx_rate_limiter", rate_limiter_or_null(config.net->tx_rate_limiter)}});
+  for (size_t i = 0; i < config.nets.size(); ++i) {
+    const auto& n = config.nets[i];
+    nets.push_back({{"iface_id", n.iface_id()},
+                    {"host_dev_name", n.tap},
+                    {"guest_mac", n.guest_mac(i)},
+                    {"rx_rate_limiter", rate_limiter_or_null(n.rx_rate_limiter)},
+                    {"tx_rate_limiter", rate_limiter_or_null(n.tx_rate_limiter)}});
   }
   json vsock = nullptr;
   if (config.vsock) {

@@ -108,16 +108,13 @@ Result<SnapshotLoadRequest> parse_snapshot_load(std::string_view body) {
   return request;
 }
 
-Result<machine::RestoreOverrides> restore_overrides(const SnapshotLoadRequest& request) {
+machine::RestoreOverrides restore_overrides(const SnapshotLoadRequest& request) {
   machine::RestoreOverrides overrides;
   overrides.vsock_uds_path = request.vsock_uds_path;
-  if (request.network_overrides.size() > 1) {
-    return fail(fmt::format("{} network_overrides: a VM has at most one network interface",
-                            request.network_overrides.size()));
-  }
+  // Each names its interface; the restore checks that the snapshot has it, and has one
+  // override at most for each.
   for (const auto& o : request.network_overrides) {
-    overrides.net_iface_id = o.iface_id;
-    overrides.net_tap = o.host_dev_name;
+    overrides.nets.push_back({.iface_id = o.iface_id, .tap = o.host_dev_name});
   }
   return overrides;
 }

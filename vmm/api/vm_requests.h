@@ -46,8 +46,8 @@ struct SnapshotLoadRequest {
 };
 Result<SnapshotLoadRequest> parse_snapshot_load(std::string_view body);
 
-// A load's overrides as a restore takes them: the vsock socket, and the TAP of the one
-// network interface (the restore refuses an iface_id other than the snapshot's).
-Result<machine::RestoreOverrides> restore_overrides(const SnapshotLoadRequest& request);
+// A load's overrides as a restore takes them: the vsock socket, and the TAP of each
+// network interface named (the restore refuses an iface_id the snapshot has not).
+machine::RestoreOverrides restore_overrides(const SnapshotLoadRequest& request);
 
 }  // namespace dsec::api
