@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "tests/support/api_calls.h"
@@ -334,6 +335,82 @@ TEST_F(ApiVmApiPreboot, WhatThisVmmCannotDoIsRefusedNotIgnored) {
   EXPECT_EQ(mismatch.status, 400);
   EXPECT_THAT(fault_of(mismatch), HasSubstr("does not match \"other\" in the path"));
   EXPECT_TRUE(backend_.calls.empty());
+}
+
+// Firecracker reads an optional field given as null as one left out: a PATCH's fields too.
+TEST_F(ApiVmApiPreboot, AnOptionalFieldGivenAsNullIsOneLeftOut) {
+  EXPECT_EQ(call(http::Method::kPatch, "/machine-config",
+                 R"({"vcpu_count": null, "mem_size_mib": 512, "smt": null, "cpu_template": null,
+                     "track_dirty_pages": null, "huge_pages": null})")
+                .status,
+            204);
+  const auto config = nlohmann::json::parse(call(http::Method::kGet, "/machine-config").body);
+  EXPECT_EQ(config.at("vcpu_count"), 1);
+  EXPECT_EQ(config.at("mem_size_mib"), 512);
+  const auto nothing = call(http::Method::kPatch, "/machine-config", R"({"vcpu_count": null})");
+  EXPECT_EQ(nothing.status, 400);
+  EXPECT_THAT(fault_of(nothing), HasSubstr("the body changes nothing"));
+  const auto required = put("/machine-config", R"({"vcpu_count": 1, "mem_size_mib": null})");
+  EXPECT_EQ(required.status, 400) << "a required field is never null";
+  EXPECT_EQ(put("/network-interfaces/n", R"({"iface_id": "n", "host_dev_name": "t", "guest_mac": null,
+                "rx_rate_limiter": null, "tx_rate_limiter": {"bandwidth": null, "ops": null},
+                "mtu": null})")
+                .status,
+            204);
+  EXPECT_EQ(put("/drives/d", nlohmann::json{{"drive_id", "d"},
+                                            {"path_on_host", rootfs_},
+                                            {"is_root_device", false},
+                                            {"is_read_only", nullptr},
+                                            {"partuuid", nullptr},
+                                            {"cache_type", nullptr},
+                                            {"io_engine", nullptr},
+                                            {"rate_limiter", nullptr},
+                                            {"socket", nullptr}}
+                                 .dump())
+                .status,
+            204);
+}
+
+// Firecracker's deprecated fields: the answer, a success or a refusal, has its
+// `Deprecation: true` header; the same request without them has none.
+TEST_F(ApiVmApiPreboot, ABodyWithAFieldFirecrackerDeprecatedIsAnsweredWithDeprecation) {
+  const auto deprecated = [](const http::HttpResponse& r) {
+    return std::ranges::count(r.headers, std::pair<std::string, std::string>{"Deprecation", "true"});
+  };
+  const std::string vsock = dir_.file("v.sock");
+  EXPECT_EQ(deprecated(put("/vsock", nlohmann::json{{"guest_cid", 3}, {"uds_path", vsock}}.dump())),
+            0);
+  const auto with_id =
+      put("/vsock", nlohmann::json{{"guest_cid", 3}, {"uds_path", vsock}, {"vsock_id", "v"}}.dump());
+  EXPECT_EQ(with_id.status, 204);
+  EXPECT_EQ(deprecated(with_id), 1);
+  EXPECT_EQ(deprecated(put("/vsock", nlohmann::json{{"guest_cid", 3},
+                                                    {"uds_path", vsock},
+                                                    {"vsock_id", nullptr}}
+                                         .dump())),
+            0)
+      << "null is an absent field";
+  EXPECT_EQ(deprecated(put("/machine-config",
+                           R"({"vcpu_count": 1, "mem_size_mib": 128, "cpu_template": "None"})")),
+            1);
+  EXPECT_EQ(deprecated(call(http::Method::kPatch, "/machine-config", R"({"cpu_template": "None"})")),
+            1);
+  const auto refused = put("/machine-config", R"({"vcpu_count": 0, "cpu_template": "None"})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(deprecated(refused), 1);
+  EXPECT_EQ(deprecated(put("/machine-config", R"({"vcpu_count": 1, "mem_size_mib": 128})")), 0);
+
+  FakeVmBackend fresh_backend;
+  VmApi fresh(fresh_backend, "fresh");
+  const auto load = test::call(fresh, http::Method::kPut, "/snapshot/load", kLoad);
+  EXPECT_EQ(load.status, 204);
+  EXPECT_EQ(deprecated(load), 1) << "mem_file_path";
+  FakeVmBackend other_backend;
+  VmApi other(other_backend, "other");
+  EXPECT_EQ(deprecated(test::call(other, http::Method::kPut, "/snapshot/load",
+                                  R"({"snapshot_path": "/s/state", "mem_backend":
+                                      {"backend_type": "File", "backend_path": "/s/memory"}})")),
+            0);
 }
 
 TEST_F(ApiVmApiPreboot, VersionIsFirecrackersShape) {
