@@ -116,6 +116,23 @@ TEST_F(ApiConfigFile, TheSameRequestsThroughTheApiMakeTheSameVm) {
   EXPECT_EQ(file.logger->log_path, dir_.file("fc.log"));
 }
 
+// Firecracker's list of interfaces: each one the guest's next ethN, in the file's order;
+// two on one TAP fail the file as the API refuses them.
+TEST_F(ApiConfigFile, EachEntryOfNetworkInterfacesIsAnInterfaceInItsOrder) {
+  auto j = example();
+  j["network-interfaces"].push_back({{"iface_id", "lan"}, {"host_dev_name", "tap1"}});
+  ASSERT_OK_AND_ASSIGN(auto file, parse_config_file(j.dump()));
+  ASSERT_OK_AND_ASSIGN(auto config, file.preboot.boot_config());
+  ASSERT_EQ(config.nets.size(), 2u);
+  EXPECT_EQ(config.nets[0].iface_id(), "net1");
+  EXPECT_EQ(config.nets[1].iface_id(), "lan");
+  EXPECT_EQ(config.nets[1].tap, "tap1");
+  j["network-interfaces"][1]["host_dev_name"] = j["network-interfaces"][0]["host_dev_name"];
+  const auto clash = parse_config_file(j.dump());
+  ASSERT_FALSE(clash);
+  EXPECT_THAT(clash.error().message(), HasSubstr("'net1' and 'lan' have the same TAP"));
+}
+
 TEST_F(ApiConfigFile, RateLimitersReachTheDrivesAndTheInterface) {
   auto j = example();
   j["drives"][0]["rate_limiter"] = {{"bandwidth", {{"size", 1 << 20}, {"refill_time", 1000}}}};
