@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,13 +50,15 @@ class HostTap {
 // Each interface is reached only through its own TAP: the host's two addresses are on
 // different TAPs and subnets, so a ping of each answers only if the guest's interface of
 // that subnet is the device on that TAP. The frames each TAP counted say the same from
-// the host's side.
-TEST(ApiNetworkInterfaces, TwoInterfacesAreEth0AndEth1EachOnItsOwnTap) {
+// the host's side. Then a snapshot of the VM loads into a fresh VMM with one interface on
+// a new TAP, and both carry traffic again.
+TEST(ApiNetworkInterfaces, TwoInterfacesAreEth0AndEth1EachOnItsOwnTapAndSurviveALoad) {
   const int n = 20 + static_cast<int>(::getpid() % 200);
   const std::string suffix = std::to_string(::getpid() % 10000);
   const HostTap wan("mnwan" + suffix, fmt::format("10.94.{}.1", n));
-  const HostTap lan("mnlan" + suffix, fmt::format("10.95.{}.1", n));
-  ASSERT_TRUE(wan.made() && lan.made());
+  std::optional<HostTap> lan;
+  lan.emplace("mnlan" + suffix, fmt::format("10.95.{}.1", n));
+  ASSERT_TRUE(wan.made() && lan->made());
 
   auto vm = Sandbox::serve();
   std::string why;
@@ -69,7 +73,7 @@ TEST(ApiNetworkInterfaces, TwoInterfacesAreEth0AndEth1EachOnItsOwnTap) {
       {{"iface_id", "wan"}, {"host_dev_name", wan.name()}, {"guest_mac", wan_mac}}));
   ASSERT_TRUE(client.send(
       "PUT", "/network-interfaces/lan",
-      {{"iface_id", "lan"}, {"host_dev_name", lan.name()}, {"guest_mac", lan_mac}}));
+      {{"iface_id", "lan"}, {"host_dev_name", lan->name()}, {"guest_mac", lan_mac}}));
   ASSERT_TRUE(client.send("PUT", "/actions", {{"action_type", "InstanceStart"}}))
       << vm->describe();
   ASSERT_TRUE(vm->wait_ready(300s, why)) << why;
@@ -88,17 +92,55 @@ TEST(ApiNetworkInterfaces, TwoInterfacesAreEth0AndEth1EachOnItsOwnTap) {
     const auto r = run_command("cat /sys/class/net/" + tap.name() + "/statistics/rx_packets");
     return std::stoull(r.output);
   };
-  const unsigned long long wan_before = tap_rx(wan);
-  const unsigned long long lan_before = tap_rx(lan);
-  const std::string up = fmt::format(
-      "ip addr add 10.94.{0}.2/24 dev eth0 && ip link set eth0 up && "
-      "ip addr add 10.95.{0}.2/24 dev eth1 && ip link set eth1 up && "
-      "ping -c 3 -W 30 {1} && ping -c 3 -W 30 {2} 2>&1",
-      n, wan.host_ip(), lan.host_ip());
-  const ShellOutput pinged = sh(*vm, up);
-  EXPECT_TRUE(pinged.ok()) << pinged.out << vm->describe();
-  EXPECT_GE(tap_rx(wan) - wan_before, 3u) << "the pings of " << wan.host_ip() << " came by eth0";
-  EXPECT_GE(tap_rx(lan) - lan_before, 3u) << "the pings of " << lan.host_ip() << " came by eth1";
+  // Pings of both host addresses, each counted by its own TAP.
+  const auto ping_both = [&](Sandbox& guest, const std::string& first, const std::string& when) {
+    const unsigned long long wan_before = tap_rx(wan);
+    const unsigned long long lan_before = tap_rx(*lan);
+    const ShellOutput pinged =
+        sh(guest, first + "ping -c 3 -W 30 " + wan.host_ip() + " && ping -c 3 -W 30 " +
+                      lan->host_ip() + " 2>&1");
+    EXPECT_TRUE(pinged.ok()) << when << ": " << pinged.out << guest.describe();
+    EXPECT_GE(tap_rx(wan) - wan_before, 3u) << when << ": pings of " << wan.host_ip() << " by eth0";
+    EXPECT_GE(tap_rx(*lan) - lan_before, 3u) << when << ": pings of " << lan->host_ip() << " by eth1";
+  };
+  ping_both(*vm,
+            fmt::format("ip addr add 10.94.{0}.2/24 dev eth0 && ip link set eth0 up && "
+                        "ip addr add 10.95.{0}.2/24 dev eth1 && ip link set eth1 up && ",
+                        n),
+            "booted");
+
+  // A snapshot keeps both; a load gives lan another TAP (network_overrides) and wan
+  // keeps the snapshot's.
+  const auto dir = local_dir("dsec-multi-net");
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(client.send("PATCH", "/vm", {{"state", "Paused"}}));
+  ASSERT_TRUE(client.send("PUT", "/snapshot/create",
+                          {{"snapshot_path", (dir / "state").string()},
+                           {"mem_file_path", (dir / "memory").string()}}))
+      << vm->describe();
+  vm.reset();
+  lan.reset();
+  lan.emplace("mnlanb" + suffix, fmt::format("10.95.{}.1", n));
+  ASSERT_TRUE(lan->made());
+  auto clone = Sandbox::serve();
+  ASSERT_TRUE(clone->wait_for_api(30s, why)) << why;
+  const auto clone_client = api_of(*clone);
+  ASSERT_TRUE(clone_client.send(
+      "PUT", "/snapshot/load",
+      {{"snapshot_path", (dir / "state").string()},
+       {"mem_backend", {{"backend_type", "File"}, {"backend_path", (dir / "memory").string()}}},
+       {"network_overrides", {{{"iface_id", "lan"}, {"host_dev_name", lan->name()}}}},
+       {"vsock_override", {{"uds_path", clone->vsock_path()}}},
+       {"resume_vm", true}}))
+      << clone->describe();
+  ASSERT_TRUE(clone->wait_ready(300s, why)) << why;
+  const auto loaded = clone_client.get("/vm/config");
+  ASSERT_TRUE(loaded) << loaded.error().message();
+  EXPECT_EQ(loaded->at("network-interfaces")[0].at("host_dev_name"), wan.name());
+  EXPECT_EQ(loaded->at("network-interfaces")[1].at("host_dev_name"), lan->name());
+  // The new TAP has another MAC than the one the guest's ARP cache holds.
+  ping_both(*clone, "ip neigh flush all && ", "loaded");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
