@@ -205,6 +205,10 @@ TEST_F(ApiResponseSchema, AVmWithEveryDeviceAnswersInFirecrackersShape) {
   expect_every_get_conforms("configured, before the start");
   ASSERT_EQ(put("/actions", {{"action_type", "InstanceStart"}}).status, 204);
   expect_every_get_conforms("running");
+  EXPECT_EQ(json::parse(test::call(api_, http::Method::kGet, "/machine-config", "").body)
+                .at("huge_pages"),
+            "Transparent")
+      << "what guest memory is, whatever the PUT said";
   const auto config = json::parse(test::call(api_, http::Method::kGet, "/vm/config", "").body);
   EXPECT_EQ(config.at("network-interfaces").size(), 2u);
   EXPECT_EQ(config.at("drives").size(), 2u);

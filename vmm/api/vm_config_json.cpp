@@ -24,7 +24,8 @@ json machine_config_json(const machine::MachineConfig& config) {
           {"mem_size_mib", config.memory_mib},
           {"smt", config.smt},
           {"track_dirty_pages", false},
-          {"huge_pages", "None"}};
+          // Guest memory is always advised for transparent huge pages (api-boot.md).
+          {"huge_pages", "Transparent"}};
 }
 
 json vm_config_json(const machine::MachineConfig& config) {
