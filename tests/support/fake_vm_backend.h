@@ -72,11 +72,11 @@ class FakeVmBackend : public api::VmBackend {
     machine_config.drives.at(index).path = path;
     return ok();
   }
-  Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+  Status set_net_rate_limiters(size_t index, const devices::RateLimiterConfig& rx,
                                const devices::RateLimiterConfig& tx) override {
     DSEC_TRY(call("net-rate-limiters"));
-    machine_config.net->rx_rate_limiter = rx;
-    machine_config.net->tx_rate_limiter = tx;
+    machine_config.nets.at(index).rx_rate_limiter = rx;
+    machine_config.nets.at(index).tx_rate_limiter = tx;
     return ok();
   }
   Status configure_logger(const api::LoggerRequest& request) override {

@@ -72,9 +72,9 @@ TEST_F(ApiConfigFile, FirecrackersExampleBecomesTheVmItDescribes) {
   ASSERT_EQ(config.drives.size(), 1u);
   EXPECT_TRUE(config.drives[0].is_root);
   EXPECT_EQ(config.drives[0].id, "rootfs");
-  ASSERT_TRUE(config.net);
-  EXPECT_EQ(config.net->iface_id(), "net1");
-  EXPECT_EQ(config.net->mac, "06:00:AC:10:00:02");
+  ASSERT_EQ(config.nets.size(), 1u);
+  EXPECT_EQ(config.nets[0].iface_id(), "net1");
+  EXPECT_EQ(config.nets[0].mac, "06:00:AC:10:00:02");
   EXPECT_FALSE(config.vsock);
   EXPECT_FALSE(config.rng);
   EXPECT_FALSE(file.logger);
@@ -106,7 +106,7 @@ TEST_F(ApiConfigFile, TheSameRequestsThroughTheApiMakeTheSameVm) {
   EXPECT_EQ(from_file.kernel_path, from_requests.kernel_path);
   EXPECT_EQ(from_file.cmdline, from_requests.cmdline);
   EXPECT_EQ(from_file.drives, from_requests.drives);
-  EXPECT_EQ(from_file.net, from_requests.net);
+  EXPECT_EQ(from_file.nets, from_requests.nets);
   EXPECT_EQ(from_file.vsock, from_requests.vsock);
   EXPECT_EQ(from_file.rng, from_requests.rng);
   EXPECT_EQ(from_file.rng_rate_limiter, from_requests.rng_rate_limiter);
@@ -114,6 +114,23 @@ TEST_F(ApiConfigFile, TheSameRequestsThroughTheApiMakeTheSameVm) {
   EXPECT_EQ(from_file.memory_mib, from_requests.memory_mib);
   ASSERT_TRUE(file.logger);
   EXPECT_EQ(file.logger->log_path, dir_.file("fc.log"));
+}
+
+// Firecracker's list of interfaces: each one the guest's next ethN, in the file's order;
+// two on one TAP fail the file as the API refuses them.
+TEST_F(ApiConfigFile, EachEntryOfNetworkInterfacesIsAnInterfaceInItsOrder) {
+  auto j = example();
+  j["network-interfaces"].push_back({{"iface_id", "lan"}, {"host_dev_name", "tap1"}});
+  ASSERT_OK_AND_ASSIGN(auto file, parse_config_file(j.dump()));
+  ASSERT_OK_AND_ASSIGN(auto config, file.preboot.boot_config());
+  ASSERT_EQ(config.nets.size(), 2u);
+  EXPECT_EQ(config.nets[0].iface_id(), "net1");
+  EXPECT_EQ(config.nets[1].iface_id(), "lan");
+  EXPECT_EQ(config.nets[1].tap, "tap1");
+  j["network-interfaces"][1]["host_dev_name"] = j["network-interfaces"][0]["host_dev_name"];
+  const auto clash = parse_config_file(j.dump());
+  ASSERT_FALSE(clash);
+  EXPECT_THAT(clash.error().message(), HasSubstr("'net1' and 'lan' have the same TAP"));
 }
 
 TEST_F(ApiConfigFile, RateLimitersReachTheDrivesAndTheInterface) {
@@ -127,10 +144,10 @@ TEST_F(ApiConfigFile, RateLimitersReachTheDrivesAndTheInterface) {
   EXPECT_EQ(
       config.drives[0].rate_limiter.bandwidth,
       (devices::TokenBucketConfig{.size = 1 << 20, .one_time_burst = 0, .refill_time_ms = 1000}));
-  ASSERT_TRUE(config.net);
-  EXPECT_EQ(config.net->tx_rate_limiter.ops,
+  ASSERT_EQ(config.nets.size(), 1u);
+  EXPECT_EQ(config.nets[0].tx_rate_limiter.ops,
             (devices::TokenBucketConfig{.size = 100, .one_time_burst = 50, .refill_time_ms = 10}));
-  EXPECT_FALSE(config.net->rx_rate_limiter.limits());
+  EXPECT_FALSE(config.nets[0].rx_rate_limiter.limits());
 }
 
 TEST_F(ApiConfigFile, ABadFileIsRefusedNamingItsSectionAndField) {

@@ -132,19 +132,46 @@ TEST_F(ApiPrebootConfig, ADriveIsRefusedForASecondRootAMissingFileOrABadPartuuid
   EXPECT_EQ(preboot_.config().drives[0].partuuid, "");
 }
 
-TEST_F(ApiPrebootConfig, OneNetworkInterfaceCheckedForItsTapAndMac) {
+TEST_F(ApiPrebootConfig, ANetworkInterfaceIsCheckedForItsTapAndMac) {
   ASSERT_OK(preboot_.put_network_interface({"net1", "tap0", "06:00:ac:10:00:02"}));
-  ASSERT_TRUE(preboot_.config().net);
-  EXPECT_EQ(preboot_.config().net->iface_id(), "net1");
-  EXPECT_EQ(preboot_.config().net->tap, "tap0");
-  EXPECT_THAT(error_of(preboot_.put_network_interface({"net2", "tap1", ""})),
-              HasSubstr("one network interface, and 'net1' is configured already"));
+  ASSERT_EQ(preboot_.config().nets.size(), 1u);
+  EXPECT_EQ(preboot_.config().nets[0].iface_id(), "net1");
+  EXPECT_EQ(preboot_.config().nets[0].tap, "tap0");
   EXPECT_THAT(error_of(preboot_.put_network_interface({"net1", "a-tap-name-too-long", ""})),
               HasSubstr("network interface 'net1': TAP name"));
   EXPECT_THAT(error_of(preboot_.put_network_interface({"net1", "tap0", "01:00:00:00:00:01"})),
               HasSubstr("network interface 'net1': guest MAC"));
   ASSERT_OK(preboot_.put_network_interface({"net1", "tap5", ""}));
-  EXPECT_EQ(preboot_.config().net->tap, "tap5");
+  EXPECT_EQ(preboot_.config().nets[0].tap, "tap5");
+}
+
+// Firecracker's several interfaces: the guest's eth0, eth1, ... in the order their ids first
+// came; a PUT under an id already there replaces that one in its place.
+TEST_F(ApiPrebootConfig, SeveralNetworkInterfacesEachWithItsOwnTapAndMac) {
+  ASSERT_OK(preboot_.put_network_interface({"wan", "tap0", "06:00:ac:10:00:02"}));
+  ASSERT_OK(preboot_.put_network_interface({"lan", "tap1", ""}));
+  ASSERT_OK(preboot_.put_network_interface({"dmz", "tap2", ""}));
+  ASSERT_OK(preboot_.put_network_interface({"wan", "tap3", ""}));
+  const auto& nets = preboot_.config().nets;
+  ASSERT_EQ(nets.size(), 3u);
+  EXPECT_EQ(nets[0].iface_id(), "wan");
+  EXPECT_EQ(nets[0].tap, "tap3");
+  EXPECT_EQ(nets[1].iface_id(), "lan");
+  EXPECT_EQ(nets[2].iface_id(), "dmz");
+  // Without a guest_mac each gets its own default.
+  EXPECT_EQ(nets[0].guest_mac(0), "52:54:00:12:34:56");
+  EXPECT_EQ(nets[1].guest_mac(1), "52:54:00:12:34:57");
+  EXPECT_EQ(nets[2].guest_mac(2), "52:54:00:12:34:58");
+
+  EXPECT_THAT(error_of(preboot_.put_network_interface({"x", "tap1", ""})),
+              HasSubstr("network interfaces 'lan' and 'x' have the same TAP tap1; give each "
+                        "interface its own TAP"));
+  EXPECT_THAT(error_of(preboot_.put_network_interface({"x", "tap9", "52:54:00:12:34:57"})),
+              HasSubstr("network interfaces 'lan' and 'x' have the same guest MAC"));
+  EXPECT_THAT(error_of(preboot_.put_network_interface({"lan", "tap2", ""})),
+              HasSubstr("have the same TAP tap2"));
+  EXPECT_EQ(preboot_.config().nets.size(), 3u) << "a refused interface changes nothing";
+  EXPECT_EQ(preboot_.config().nets[1].tap, "tap1");
 }
 
 TEST_F(ApiPrebootConfig, VsockNeedsAFreePathAndAnUnreservedCid) {

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "tests/support/api_calls.h"
@@ -234,8 +235,8 @@ TEST_F(ApiVmApiPreboot, PatchChangesARunningVmsRateLimitersBucketByBucket) {
                  "tx_rate_limiter": {"ops": {"size": 2, "refill_time": 3}}})")
                 .status,
             204);
-  EXPECT_TRUE(backend_.machine_config.net->rx_rate_limiter.limits());
-  EXPECT_EQ(backend_.machine_config.net->tx_rate_limiter.ops,
+  EXPECT_TRUE(backend_.machine_config.nets[0].rx_rate_limiter.limits());
+  EXPECT_EQ(backend_.machine_config.nets[0].tx_rate_limiter.ops,
             (devices::TokenBucketConfig{.size = 2, .one_time_burst = 0, .refill_time_ms = 3}));
   // GET /vm/config shows the VM's limiters as they are now.
   const auto config = nlohmann::json::parse(call(http::Method::kGet, "/vm/config").body);
@@ -296,19 +297,120 @@ TEST_F(ApiVmApiPreboot, PatchRefusesWhatItCannotChangeAndDevicesTheVmLacks) {
   EXPECT_THAT(backend_.calls, ElementsAre("boot"));
 }
 
+TEST_F(ApiVmApiPreboot, SeveralNetworkInterfacesEachPatchedByItsId) {
+  ASSERT_EQ(put("/boot-source", boot_source()).status, 204);
+  ASSERT_EQ(put("/network-interfaces/net1", R"({"iface_id": "net1", "host_dev_name": "t0"})")
+                .status,
+            204);
+  ASSERT_EQ(put("/network-interfaces/net2", R"({"iface_id": "net2", "host_dev_name": "t1",
+                "guest_mac": "06:00:00:00:00:02"})")
+                .status,
+            204);
+  const auto same_tap =
+      put("/network-interfaces/net3", R"({"iface_id": "net3", "host_dev_name": "t1"})");
+  EXPECT_EQ(same_tap.status, 400);
+  EXPECT_THAT(fault_of(same_tap), HasSubstr("'net2' and 'net3' have the same TAP t1"));
+  ASSERT_EQ(put("/actions", kStart).status, 204);
+  ASSERT_EQ(backend_.machine_config.nets.size(), 2u);
+  EXPECT_EQ(call(http::Method::kPatch, "/network-interfaces/net2",
+                 R"({"iface_id": "net2", "tx_rate_limiter": {"ops": {"size": 2, "refill_time": 3}}})")
+                .status,
+            204);
+  EXPECT_FALSE(backend_.machine_config.nets[0].tx_rate_limiter.limits());
+  EXPECT_TRUE(backend_.machine_config.nets[1].tx_rate_limiter.limits());
+  const auto config = nlohmann::json::parse(call(http::Method::kGet, "/vm/config").body);
+  const auto& nets = config.at("network-interfaces");
+  ASSERT_EQ(nets.size(), 2u);
+  EXPECT_EQ(nets[0].at("iface_id"), "net1");
+  EXPECT_EQ(nets[0].at("guest_mac"), "52:54:00:12:34:56");
+  EXPECT_EQ(nets[1].at("iface_id"), "net2");
+  EXPECT_EQ(nets[1].at("host_dev_name"), "t1");
+  EXPECT_EQ(nets[1].at("guest_mac"), "06:00:00:00:00:02");
+  EXPECT_EQ(nets[1].at("tx_rate_limiter").at("ops").at("size"), 2);
+}
+
 TEST_F(ApiVmApiPreboot, WhatThisVmmCannotDoIsRefusedNotIgnored) {
-  const auto second =
-      put("/network-interfaces/net1", R"({"iface_id": "net1", "host_dev_name": "t0"})");
-  ASSERT_EQ(second.status, 204);
-  const auto third =
-      put("/network-interfaces/net2", R"({"iface_id": "net2", "host_dev_name": "t1"})");
-  EXPECT_EQ(third.status, 400);
-  EXPECT_THAT(fault_of(third), HasSubstr("one network interface"));
   // The path's id and the body's must agree.
   const auto mismatch = put("/drives/other", root_drive());
   EXPECT_EQ(mismatch.status, 400);
   EXPECT_THAT(fault_of(mismatch), HasSubstr("does not match \"other\" in the path"));
   EXPECT_TRUE(backend_.calls.empty());
+}
+
+// Firecracker reads an optional field given as null as one left out: a PATCH's fields too.
+TEST_F(ApiVmApiPreboot, AnOptionalFieldGivenAsNullIsOneLeftOut) {
+  EXPECT_EQ(call(http::Method::kPatch, "/machine-config",
+                 R"({"vcpu_count": null, "mem_size_mib": 512, "smt": null, "cpu_template": null,
+                     "track_dirty_pages": null, "huge_pages": null})")
+                .status,
+            204);
+  const auto config = nlohmann::json::parse(call(http::Method::kGet, "/machine-config").body);
+  EXPECT_EQ(config.at("vcpu_count"), 1);
+  EXPECT_EQ(config.at("mem_size_mib"), 512);
+  const auto nothing = call(http::Method::kPatch, "/machine-config", R"({"vcpu_count": null})");
+  EXPECT_EQ(nothing.status, 400);
+  EXPECT_THAT(fault_of(nothing), HasSubstr("the body changes nothing"));
+  const auto required = put("/machine-config", R"({"vcpu_count": 1, "mem_size_mib": null})");
+  EXPECT_EQ(required.status, 400) << "a required field is never null";
+  EXPECT_EQ(put("/network-interfaces/n", R"({"iface_id": "n", "host_dev_name": "t", "guest_mac": null,
+                "rx_rate_limiter": null, "tx_rate_limiter": {"bandwidth": null, "ops": null},
+                "mtu": null})")
+                .status,
+            204);
+  EXPECT_EQ(put("/drives/d", nlohmann::json{{"drive_id", "d"},
+                                            {"path_on_host", rootfs_},
+                                            {"is_root_device", false},
+                                            {"is_read_only", nullptr},
+                                            {"partuuid", nullptr},
+                                            {"cache_type", nullptr},
+                                            {"io_engine", nullptr},
+                                            {"rate_limiter", nullptr},
+                                            {"socket", nullptr}}
+                                 .dump())
+                .status,
+            204);
+}
+
+// Firecracker's deprecated fields: the answer, a success or a refusal, has its
+// `Deprecation: true` header; the same request without them has none.
+TEST_F(ApiVmApiPreboot, ABodyWithAFieldFirecrackerDeprecatedIsAnsweredWithDeprecation) {
+  const auto deprecated = [](const http::HttpResponse& r) {
+    return std::ranges::count(r.headers, std::pair<std::string, std::string>{"Deprecation", "true"});
+  };
+  const std::string vsock = dir_.file("v.sock");
+  EXPECT_EQ(deprecated(put("/vsock", nlohmann::json{{"guest_cid", 3}, {"uds_path", vsock}}.dump())),
+            0);
+  const auto with_id =
+      put("/vsock", nlohmann::json{{"guest_cid", 3}, {"uds_path", vsock}, {"vsock_id", "v"}}.dump());
+  EXPECT_EQ(with_id.status, 204);
+  EXPECT_EQ(deprecated(with_id), 1);
+  EXPECT_EQ(deprecated(put("/vsock", nlohmann::json{{"guest_cid", 3},
+                                                    {"uds_path", vsock},
+                                                    {"vsock_id", nullptr}}
+                                         .dump())),
+            0)
+      << "null is an absent field";
+  EXPECT_EQ(deprecated(put("/machine-config",
+                           R"({"vcpu_count": 1, "mem_size_mib": 128, "cpu_template": "None"})")),
+            1);
+  EXPECT_EQ(deprecated(call(http::Method::kPatch, "/machine-config", R"({"cpu_template": "None"})")),
+            1);
+  const auto refused = put("/machine-config", R"({"vcpu_count": 0, "cpu_template": "None"})");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(deprecated(refused), 1);
+  EXPECT_EQ(deprecated(put("/machine-config", R"({"vcpu_count": 1, "mem_size_mib": 128})")), 0);
+
+  FakeVmBackend fresh_backend;
+  VmApi fresh(fresh_backend, "fresh");
+  const auto load = test::call(fresh, http::Method::kPut, "/snapshot/load", kLoad);
+  EXPECT_EQ(load.status, 204);
+  EXPECT_EQ(deprecated(load), 1) << "mem_file_path";
+  FakeVmBackend other_backend;
+  VmApi other(other_backend, "other");
+  EXPECT_EQ(deprecated(test::call(other, http::Method::kPut, "/snapshot/load",
+                                  R"({"snapshot_path": "/s/state", "mem_backend":
+                                      {"backend_type": "File", "backend_path": "/s/memory"}})")),
+            0);
 }
 
 TEST_F(ApiVmApiPreboot, VersionIsFirecrackersShape) {

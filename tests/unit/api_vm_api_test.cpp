@@ -170,7 +170,7 @@ TEST_F(ApiVmApi, VmConfigIsTheMachinesConfiguration) {
   c.drives = {{.path = "/d/root.img", .read_only = true, .id = ""},
               {.path = "/d/scratch.img", .read_only = false, .id = "scratch"}};
   c.vsock = machine::VsockConfig{.guest_cid = 7, .uds_path = "/run/v.sock"};
-  c.net = machine::NetConfig{.tap = "tap3", .host_cidr = "", .mac = ""};
+  c.nets = {machine::NetConfig{.tap = "tap3", .host_cidr = "", .mac = ""}};
   c.rng = true;
   const auto r = call(http::Method::kGet, "/vm/config");
   ASSERT_EQ(r.status, 200);
@@ -209,8 +209,8 @@ TEST(ApiVmConfigJson, RateLimitersShowInFirecrackersShapeAndNullWithoutOne) {
               {.path = "/d/b.img", .read_only = false, .id = "b"}};
   c.drives[0].rate_limiter.bandwidth =
       devices::TokenBucketConfig{.size = 4096, .one_time_burst = 512, .refill_time_ms = 100};
-  c.net = machine::NetConfig{.tap = "tap3", .host_cidr = "", .mac = ""};
-  c.net->tx_rate_limiter.ops =
+  c.nets = {machine::NetConfig{.tap = "tap3", .host_cidr = "", .mac = ""}};
+  c.nets[0].tx_rate_limiter.ops =
       devices::TokenBucketConfig{.size = 10, .one_time_burst = 0, .refill_time_ms = 1000};
   const auto j = vm_config_json(c);
   EXPECT_EQ(j.at("drives")[0].at("rate_limiter"),

@@ -83,8 +83,10 @@ TEST(ApiVmRequests, SnapshotLoadTakesMemBackendAndOverrides) {
   ASSERT_EQ(load.network_overrides.size(), 1u);
   EXPECT_EQ(load.network_overrides[0], (NetworkOverride{"eth0", "tap7"}));
   EXPECT_EQ(load.vsock_uds_path, "/run/clone.vsock");
-  ASSERT_OK_AND_ASSIGN(auto overrides, restore_overrides(load));
-  EXPECT_EQ(overrides.net_tap, "tap7");
+  const auto overrides = restore_overrides(load);
+  ASSERT_EQ(overrides.nets.size(), 1u);
+  EXPECT_EQ(overrides.nets[0].iface_id, "eth0");
+  EXPECT_EQ(overrides.nets[0].tap, "tap7");
   EXPECT_EQ(overrides.vsock_uds_path, "/run/clone.vsock");
   EXPECT_FALSE(overrides.vsock_guest_cid);
 }
@@ -96,8 +98,8 @@ TEST(ApiVmRequests, SnapshotLoadTakesTheOlderMemFilePath) {
   EXPECT_FALSE(load.resume_vm);
   EXPECT_TRUE(load.network_overrides.empty());
   EXPECT_FALSE(load.vsock_uds_path);
-  ASSERT_OK_AND_ASSIGN(auto overrides, restore_overrides(load));
-  EXPECT_FALSE(overrides.net_tap);
+  const auto overrides = restore_overrides(load);
+  EXPECT_TRUE(overrides.nets.empty());
   EXPECT_FALSE(overrides.vsock_uds_path);
 }
 
@@ -144,17 +146,21 @@ TEST(ApiVmRequests, SnapshotLoadRefusesBadBodies) {
               HasSubstr("unknown field 'resume'"));
 }
 
-TEST(ApiVmRequests, OverridesNameTheOneNetworkInterface) {
+TEST(ApiVmRequests, EachOverrideNamesItsNetworkInterface) {
   SnapshotLoadRequest load{.snapshot_path = "a",
                            .mem_file_path = "b",
                            .resume_vm = false,
                            .network_overrides = {{"net1", "tap0"}},
                            .vsock_uds_path = {}};
-  ASSERT_OK_AND_ASSIGN(auto overrides, restore_overrides(load));
-  EXPECT_EQ(overrides.net_iface_id, "net1");  // the restore checks it against the snapshot's
-  EXPECT_EQ(overrides.net_tap, "tap0");
-  load.network_overrides = {{"eth0", "tap0"}, {"eth0", "tap1"}};
-  EXPECT_THAT(error_of(restore_overrides(load)), HasSubstr("at most one network interface"));
+  load.network_overrides = {{"net1", "tap0"}, {"net2", "tap1"}};
+  // The restore checks them against the snapshot's interfaces (snapshot_config_test).
+  const auto overrides = restore_overrides(load);
+  ASSERT_EQ(overrides.nets.size(), 2u);
+  EXPECT_EQ(overrides.nets[0].iface_id, "net1");
+  EXPECT_EQ(overrides.nets[0].tap, "tap0");
+  EXPECT_EQ(overrides.nets[1].iface_id, "net2");
+  EXPECT_EQ(overrides.nets[1].tap, "tap1");
+  EXPECT_FALSE(overrides.nets[1].tap_fd);
 }
 
 }  // namespace

@@ -61,22 +61,41 @@ TEST(MachineVirtioConfig, ValidateCountsTheDeviceParametersInTheCommandLineLengt
 TEST(MachineVirtioConfig, NetComesAfterVsockAndBeforeRngAndIsValidated) {
   MachineConfig config = config_with(true, "");
   config.vsock = VsockConfig{3, "/nonexistent/dsec-test.vsock"};
-  config.net = NetConfig{.tap = "dsectap0", .host_cidr = "10.99.0.1/24", .mac = ""};
+  config.nets = {NetConfig{.tap = "dsectap0", .host_cidr = "10.99.0.1/24", .mac = ""}};
   EXPECT_THAT(virtio_devices(config),
               ElementsAre(Field(&VirtioDeviceSpec::kind, VirtioDeviceKind::kVsock),
                           Field(&VirtioDeviceSpec::kind, VirtioDeviceKind::kNet),
                           Field(&VirtioDeviceSpec::kind, VirtioDeviceKind::kRng)));
   ASSERT_OK(validate(config));
-  config.net->host_cidr = "10.99.0.1";
+  config.nets[0].host_cidr = "10.99.0.1";
   ASSERT_FALSE(validate(config).has_value());
-  config.net->host_cidr = "";
-  config.net->mac = "01:02:03:04:05:06";  // multicast
+  config.nets[0].host_cidr = "";
+  config.nets[0].mac = "01:02:03:04:05:06";  // multicast
   ASSERT_FALSE(validate(config).has_value());
-  config.net->mac = "52:54:00:00:00:01";
-  config.net->tap = "";
+  config.nets[0].mac = "52:54:00:00:00:01";
+  config.nets[0].tap = "";
   ASSERT_FALSE(validate(config).has_value());
-  config.net->tap = "a-name-much-too-long";
+  config.nets[0].tap = "a-name-much-too-long";
   ASSERT_FALSE(validate(config).has_value());
+}
+
+TEST(MachineVirtioConfig, EachInterfaceIsADeviceOfItsOwnWithItsOwnMac) {
+  MachineConfig config = config_with(false, "");
+  config.nets = {NetConfig{.tap = "tap0", .host_cidr = "", .mac = ""},
+                 NetConfig{.tap = "tap1", .host_cidr = "", .mac = "", .id = "lan"},
+                 NetConfig{.tap = "tap2", .host_cidr = "", .mac = "06:00:00:00:00:09", .id = "x"}};
+  ASSERT_OK(validate(config));
+  const auto specs = virtio_devices(config);
+  ASSERT_EQ(specs.size(), 3u);
+  EXPECT_EQ(specs[0].net.mac, "52:54:00:12:34:56");
+  EXPECT_EQ(specs[1].net.mac, "52:54:00:12:34:57");
+  EXPECT_EQ(specs[2].net.mac, "06:00:00:00:00:09");
+  EXPECT_EQ(specs[1].net.tap, "tap1");
+  config.nets[2].tap = "tap1";
+  EXPECT_THAT(validate(config).error().message(), HasSubstr("have the same TAP tap1"));
+  config.nets[2].tap = "tap2";
+  config.nets[2].mac = "52:54:00:12:34:57";
+  EXPECT_THAT(validate(config).error().message(), HasSubstr("have the same guest MAC"));
 }
 
 TEST(MachineVirtioConfig, TheRootDriveIsOnTheCommandLineAfterTheDevicesAndBeforeTheUsersWords) {

@@ -60,7 +60,7 @@ TEST_F(PoolTest, AnImageWhoseSnapshotNamesHostFilesOrHasNoAgentIsRefused) {
                 c.drives = {{.path = "/dev/sda", .read_only = false, .id = "disk"}};
               }),
               HasSubstr("its snapshot has 1 drive(s), which pool clones cannot have yet"));
-  EXPECT_THAT(with([](auto& c) { c.net = machine::NetConfig{.tap = "tap0", .host_cidr = "", .mac = ""}; }),
+  EXPECT_THAT(with([](auto& c) { c.nets = {machine::NetConfig{.tap = "tap0", .host_cidr = "", .mac = ""}}; }),
               HasSubstr("a network device, and this daemon makes no clone networks"));
   EXPECT_THAT(with([](auto& c) { c.vsock.reset(); }), HasSubstr("has no vsock device"));
   EXPECT_THAT(with([](auto&) {}), HasSubstr("(registered)"));

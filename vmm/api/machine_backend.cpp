@@ -93,7 +93,7 @@ Result<std::unique_ptr<machine::Machine>> started(
 
 Status MachineBackend::load_snapshot(const SnapshotLoadRequest& request) {
   DSEC_TRY(check_fresh());
-  const auto overrides = DSEC_TRY(restore_overrides(request));
+  const auto overrides = restore_overrides(request);
   DSEC_TRY(build_and_adopt(
       [&request, &overrides, &host = settings_.host] {
         return started(machine::Machine::restore(request.snapshot_path, request.mem_file_path,
@@ -205,13 +205,13 @@ Status MachineBackend::set_drive_file(size_t index, const std::string& path) {
   return vm->set_drive_file(index, path);
 }
 
-Status MachineBackend::set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+Status MachineBackend::set_net_rate_limiters(size_t index, const devices::RateLimiterConfig& rx,
                                              const devices::RateLimiterConfig& tx) {
   auto* vm = this->vm();
   if (vm == nullptr) {
     return fail("there is no VM");
   }
-  return vm->set_net_rate_limiters(rx, tx);
+  return vm->set_net_rate_limiters(index, rx, tx);
 }
 
 Status MachineBackend::configure_logger(const LoggerRequest& request) {

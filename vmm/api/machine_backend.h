@@ -51,7 +51,7 @@ class MachineBackend final : public VmBackend {
   Status boot(const machine::MachineConfig& guest) override;
   Status send_ctrl_alt_del() override;
   Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter) override;
-  Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+  Status set_net_rate_limiters(size_t index, const devices::RateLimiterConfig& rx,
                                const devices::RateLimiterConfig& tx) override;
   Status set_drive_file(size_t index, const std::string& path) override;
   Status configure_logger(const LoggerRequest& request) override;

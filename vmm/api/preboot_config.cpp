@@ -76,23 +76,21 @@ Status PrebootConfig::put_drive(const DriveRequest& request) {
 }
 
 Status PrebootConfig::put_network_interface(const NetworkInterfaceRequest& request) {
-  if (config_.net && config_.net->id != request.iface_id) {
-    return fail(fmt::format(
-        "a VM of dsec-vmm has one network interface, and '{}' is configured already: PUT "
-        "/network-interfaces/{} to change it",
-        config_.net->id, config_.net->id));
-  }
   machine::NetConfig net;
   net.id = request.iface_id;
   net.tap = request.host_dev_name;
   net.mac = request.guest_mac;
   net.rx_rate_limiter = request.rx_rate_limiter;
   net.tx_rate_limiter = request.tx_rate_limiter;
-  if (auto checked = machine::check_net(net); !checked) {
-    return std::unexpected(
-        checked.error().with_context("network interface '" + request.iface_id + "'"));
+  auto nets = config_.nets;
+  const auto same_id = std::ranges::find(nets, request.iface_id, &machine::NetConfig::id);
+  if (same_id != nets.end()) {
+    *same_id = std::move(net);  // the guest's eth<N> stays the same interface
+  } else {
+    nets.push_back(std::move(net));
   }
-  config_.net = std::move(net);
+  DSEC_TRY(machine::check_nets(nets));
+  config_.nets = std::move(nets);
   configures_a_boot_ = true;
   return ok();
 }

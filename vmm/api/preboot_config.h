@@ -7,7 +7,8 @@
 //
 // Firecracker's rules kept here: a drive or interface PUT again under its id replaces
 // it; the root drive goes first, so it is the guest's /dev/vda; there is one root drive.
-// This VMM gives a VM one network interface, so a second iface_id is refused.
+// The interfaces are the guest's eth0, eth1, ... in the order their ids first came; two
+// with the same TAP or guest MAC are refused.
 #pragma once
 
 #include "vmm/api/preboot_requests.h"

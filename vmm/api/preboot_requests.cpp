@@ -85,12 +85,15 @@ Result<BootSourceRequest> parse_boot_source(JsonObject body) {
 
 Result<MachineConfigUpdate> parse_machine_config(JsonObject body, Update update) {
   MachineConfigUpdate request;
+  // A PATCH's field left out or null changes nothing (but is still a field it knows).
   if (update == Update::kWhole || body.has("vcpu_count")) {
     request.vcpu_count = DSEC_TRY(body.unsigned_int32("vcpu_count"));
+  } else {
+    DSEC_TRY(body.optional_unsigned_int("vcpu_count"));
   }
-  if (update == Update::kWhole || body.has("mem_size_mib")) {
-    request.mem_size_mib = DSEC_TRY(body.unsigned_int("mem_size_mib"));
-  }
+  request.mem_size_mib = update == Update::kWhole
+                             ? DSEC_TRY(body.unsigned_int("mem_size_mib"))
+                             : DSEC_TRY(body.optional_unsigned_int("mem_size_mib"));
   request.smt = DSEC_TRY(body.optional_boolean("smt"));
   if (update == Update::kWhole) {
     request.smt = request.smt.value_or(false);  // a PUT's default, as Firecracker's

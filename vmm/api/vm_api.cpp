@@ -53,14 +53,22 @@ VmApi::VmApi(VmBackend& backend, std::string instance_id)
 
 void VmApi::add_work_route(http::Method method, std::string_view pattern, Work work) {
   router_.add(method, pattern,
-              [work = std::move(work)](const http::HttpRequest& request, const Args& args) {
+              [work = std::move(work), method, pattern = std::string(pattern)](
+                  const http::HttpRequest& request, const Args& args) {
                 const Status done = work(request.body, args);
+                auto response = done ? http::HttpResponse::no_content()
+                                     : http::HttpResponse::fault(done.error().message());
                 if (!done) {
                   spdlog::warn("api: {} {} refused: {}", request.method_text, request.path,
                                done.error().message());
-                  return http::HttpResponse::fault(done.error().message());
                 }
-                return http::HttpResponse::no_content();
+                // As Firecracker: the answer to a body with a deprecated field says so, and
+                // the log has why.
+                if (const auto deprecated = deprecation_of(method, pattern, request.body)) {
+                  spdlog::warn("api: {}", *deprecated);
+                  response.headers.emplace_back("Deprecation", "true");
+                }
+                return response;
               });
 }
 

@@ -101,13 +101,16 @@ Status VmApi::patch_network_interface(std::string_view body, const std::string& 
   const auto update =
       DSEC_TRY(parse_network_interface_update(DSEC_TRY(parse_body(body)), iface_id));
   const auto config = DSEC_TRY(running_vm_config());
-  if (!config.net || config.net->iface_id() != iface_id) {
-    return fail(
-        fmt::format("the VM has no network interface '{}' (GET /vm/config lists it)", iface_id));
+  for (size_t i = 0; i < config.nets.size(); ++i) {
+    const auto& net = config.nets[i];
+    if (net.iface_id() == iface_id) {
+      return backend_.set_net_rate_limiters(i,
+                                            update.rx_rate_limiter.applied_to(net.rx_rate_limiter),
+                                            update.tx_rate_limiter.applied_to(net.tx_rate_limiter));
+    }
   }
-  return backend_.set_net_rate_limiters(
-      update.rx_rate_limiter.applied_to(config.net->rx_rate_limiter),
-      update.tx_rate_limiter.applied_to(config.net->tx_rate_limiter));
+  return fail(fmt::format(
+      "the VM has no network interface '{}' (GET /vm/config lists its interfaces)", iface_id));
 }
 
 Status VmApi::act(std::string_view body) {

@@ -37,12 +37,12 @@ class VmBackend {
   // Called only while the VM runs or is paused: asks the guest to shut down, as a
   // ctrl-alt-del on its keyboard does.
   virtual Status send_ctrl_alt_del() = 0;
-  // Called only while the VM runs or is paused: drive `index` of config().drives, or the
-  // network interface, limited by the rate limiters given from now on (PATCH
+  // Called only while the VM runs or is paused: drive `index` of config().drives, or
+  // interface `index` of config().nets, limited by the rate limiters given from now on (PATCH
   // /drives/{id}, /network-interfaces/{id}); config() shows them.
   virtual Status set_drive_rate_limiter(size_t index,
                                         const devices::RateLimiterConfig& limiter) = 0;
-  virtual Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+  virtual Status set_net_rate_limiters(size_t index, const devices::RateLimiterConfig& rx,
                                        const devices::RateLimiterConfig& tx) = 0;
   // Called only while the VM runs or is paused: drive `index`'s disk is the file at `path`
   // (PATCH /drives/{id} with path_on_host); one that cannot be changes nothing.

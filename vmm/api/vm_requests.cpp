@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <nlohmann/json.hpp>
+
 #include "vmm/common/json_object.h"
 
 namespace dsec::api {
@@ -108,18 +112,56 @@ Result<SnapshotLoadRequest> parse_snapshot_load(std::string_view body) {
   return request;
 }
 
-Result<machine::RestoreOverrides> restore_overrides(const SnapshotLoadRequest& request) {
+machine::RestoreOverrides restore_overrides(const SnapshotLoadRequest& request) {
   machine::RestoreOverrides overrides;
   overrides.vsock_uds_path = request.vsock_uds_path;
-  if (request.network_overrides.size() > 1) {
-    return fail(fmt::format("{} network_overrides: a VM has at most one network interface",
-                            request.network_overrides.size()));
-  }
+  // Each names its interface; the restore checks that the snapshot has it, and has one
+  // override at most for each.
   for (const auto& o : request.network_overrides) {
-    overrides.net_iface_id = o.iface_id;
-    overrides.net_tap = o.host_dev_name;
+    overrides.nets.push_back({.iface_id = o.iface_id, .tap = o.host_dev_name});
   }
   return overrides;
+}
+
+std::optional<std::string> deprecation_of(http::Method method, std::string_view pattern,
+                                          std::string_view body) {
+  // Firecracker's api_server/request/{machine_configuration,vsock,snapshot}.rs (v1.16.1).
+  struct Deprecated {
+    http::Method method;
+    std::string_view pattern;
+    std::string_view field;
+    std::string_view message;
+  };
+  static constexpr std::array kDeprecated{
+      Deprecated{http::Method::kPut, "/machine-config", "cpu_template",
+                 "PUT /machine-config: cpu_template field is deprecated."},
+      Deprecated{http::Method::kPatch, "/machine-config", "cpu_template",
+                 "PATCH /machine-config: cpu_template field is deprecated."},
+      Deprecated{http::Method::kPut, "/vsock", "vsock_id",
+                 "PUT /vsock: vsock_id field is deprecated."},
+      Deprecated{http::Method::kPut, "/snapshot/load", "mem_file_path",
+                 "PUT /snapshot/load: mem_file_path and enable_diff_snapshots fields are "
+                 "deprecated."},
+      Deprecated{http::Method::kPut, "/snapshot/load", "enable_diff_snapshots",
+                 "PUT /snapshot/load: mem_file_path and enable_diff_snapshots fields are "
+                 "deprecated."},
+  };
+  const auto route = [&](const Deprecated& d) { return d.method == method && d.pattern == pattern; };
+  if (std::ranges::none_of(kDeprecated, route)) {
+    return std::nullopt;  // most bodies are not parsed again
+  }
+  const auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) {
+    return std::nullopt;
+  }
+  for (const Deprecated& d : kDeprecated) {
+    const auto field = json.find(d.field);
+    if (!route(d) || field == json.end() || field->is_null() || *field == false) {
+      continue;
+    }
+    return std::string(d.message);
+  }
+  return std::nullopt;
 }
 
 }  // namespace dsec::api

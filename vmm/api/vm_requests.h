@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "vmm/common/error.h"
+#include "vmm/http/message.h"
 #include "vmm/machine/snapshot_config.h"
 
 namespace dsec::api {
@@ -46,8 +47,15 @@ struct SnapshotLoadRequest {
 };
 Result<SnapshotLoadRequest> parse_snapshot_load(std::string_view body);
 
-// A load's overrides as a restore takes them: the vsock socket, and the TAP of the one
-// network interface (the restore refuses an iface_id other than the snapshot's).
-Result<machine::RestoreOverrides> restore_overrides(const SnapshotLoadRequest& request);
+// A load's overrides as a restore takes them: the vsock socket, and the TAP of each
+// network interface named (the restore refuses an iface_id the snapshot has not).
+machine::RestoreOverrides restore_overrides(const SnapshotLoadRequest& request);
+
+// Firecracker's deprecated fields: the message its api_server logs, and answers with a
+// `Deprecation: true` header for, when the body of `method` `pattern` (a route's pattern,
+// "/machine-config") uses one of them (present and not null; enable_diff_snapshots when
+// true); nullopt otherwise, and for a body that is not a JSON object.
+std::optional<std::string> deprecation_of(http::Method method, std::string_view pattern,
+                                          std::string_view body);
 
 }  // namespace dsec::api

@@ -56,18 +56,21 @@ Result<machine::RestoreOverrides> overrides_of(const RestoreOptions& o) {
   }
   overrides.vsock_guest_cid = o.vsock_cid;
   if (!o.net.empty()) {
+    // The snapshot's first interface (its eth0).
     const auto net = DSEC_TRY(parse_net(o.net));
+    machine::NetOverride given;
     if (net.tap_fd >= 0) {
-      overrides.net_tap_fd = net.tap_fd;
+      given.tap_fd = net.tap_fd;
     } else {
-      overrides.net_tap = net.tap;
+      given.tap = net.tap;
     }
     if (!net.host_cidr.empty()) {
-      overrides.net_host_cidr = net.host_cidr;
+      given.host_cidr = net.host_cidr;
     }
     if (!net.mac.empty()) {
-      overrides.net_mac = net.mac;
+      given.mac = net.mac;
     }
+    overrides.nets.push_back(std::move(given));
   }
   for (const auto& d : o.drives) {
     overrides.drive_paths.emplace_back(d);
@@ -238,7 +241,7 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
                       "transport reset)");
   restore->add_option("--net", options->net,
                       "The clone's TAP: tap=NAME[,host=A.B.C.D/N], or fd=N for a TAP handed in "
-                      "open as descriptor N (the snapshot must have a network device)");
+                      "open as descriptor N, for the snapshot's first network device (it must have one)");
   restore
       ->add_option("--drive", options->drives,
                    "The file behind the snapshot's drive N, for the N-th --drive (same size "

@@ -86,8 +86,10 @@ int run_main(const RunOptions& options, std::chrono::steady_clock::time_point pr
     auto made = DSEC_TRY(jail_of(options.jail));
     made.config.own_network_namespace = options.netns.empty();
     DSEC_TRY(jail_paths(made.paths, *config, jailed_options));
-    if (config->net && config->net->tap_fd >= 0) {
-      made.config.kept_fds.push_back(config->net->tap_fd);
+    for (const auto& net : config->nets) {
+      if (net.tap_fd >= 0) {
+        made.config.kept_fds.push_back(net.tap_fd);
+      }
     }
     return made;
   }();

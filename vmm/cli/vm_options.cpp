@@ -198,7 +198,7 @@ Result<machine::MachineConfig> machine_config(const VmOptions& o,
     if (!net) {
       return std::unexpected(net.error());
     }
-    config.net = *net;
+    config.nets = {*net};
   }
   if (config.kernel_path.empty() || config.initrd_path.empty()) {
     auto image = find_default_image();

@@ -51,7 +51,12 @@ class JsonObject {
   Result<std::optional<nlohmann::json>> optional_object(const char* name);
   Result<std::optional<nlohmann::json>> optional_array(const char* name);
 
-  bool has(const char* name) const { return value_.contains(name); }
+  // Whether the field is there; with Nulls::kAbsent a JSON null is not (a PATCH's
+  // {"vcpu_count": null} changes nothing, as serde's Option reads it).
+  bool has(const char* name) const {
+    const auto it = value_.find(name);
+    return it != value_.end() && !(nulls_ == Nulls::kAbsent && it->is_null());
+  }
   Nulls nulls() const { return nulls_; }
   // Refuses the field if it is there (and, with Nulls::kAbsent, not null): something this
   // VMM cannot do. `why` ends the message.

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cerrno>
 
+#include <fmt/format.h>
+
 #include "vmm/devices/virtio/net/net.h"
 
 namespace dsec::machine {
@@ -95,6 +97,45 @@ Status check_net(const NetConfig& n) {
     }
   }
   return ok();
+}
+
+Status check_nets(const std::vector<NetConfig>& nets) {
+  for (size_t i = 0; i < nets.size(); ++i) {
+    const NetConfig& n = nets[i];
+    if (auto checked = check_net(n); !checked) {
+      return std::unexpected(
+          checked.error().with_context("network interface '" + n.iface_id() + "'"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      const NetConfig& other = nets[j];
+      const auto clash = [&](const std::string& what, const std::string& value) {
+        return fail(fmt::format("network interfaces '{}' and '{}' have the same {} {}",
+                                other.iface_id(), n.iface_id(), what, value),
+                    "give each interface its own " + what);
+      };
+      if (n.iface_id() == other.iface_id()) {
+        return clash("iface_id", n.iface_id());
+      }
+      if (!n.tap.empty() && n.tap == other.tap) {
+        return clash("TAP", n.tap);
+      }
+      // Compared as addresses: "06:00:AC:..." and "06:00:ac:..." are one MAC.
+      // (check_net parsed both.)
+      if (virtio::parse_mac(n.guest_mac(i)).value() ==
+          virtio::parse_mac(other.guest_mac(j)).value()) {
+        return clash("guest MAC", n.guest_mac(i));
+      }
+    }
+  }
+  return ok();
+}
+
+std::string NetConfig::guest_mac(size_t index) const {
+  if (!mac.empty()) {
+    return mac;
+  }
+  // kDefaultGuestMac's last byte is 0x56; the slots end long before it could wrap.
+  return fmt::format("52:54:00:12:34:{:02x}", (0x56 + index) & 0xff);
 }
 
 std::string guest_drive_name(size_t index) {

@@ -21,6 +21,9 @@ Status check_drives(const std::vector<DriveConfig>& drives);
 Status check_vsock(const VsockConfig& vsock);
 // A TAP by name (at most 15 bytes) or handed in, and a valid address and MAC.
 Status check_net(const NetConfig& net);
+// Each interface's check_net, and no two with the same iface_id, TAP or guest MAC (as
+// Firecracker refuses them).
+Status check_nets(const std::vector<NetConfig>& nets);
 
 // The guest's name for drive `index` (its place in MachineConfig::drives): vda, vdb, ...
 std::string guest_drive_name(size_t index);

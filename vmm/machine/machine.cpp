@@ -216,17 +216,14 @@ Status Machine::set_drive_file(size_t index, const std::string& path) {
   return ok();
 }
 
-Status Machine::set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+Status Machine::set_net_rate_limiters(size_t index, const devices::RateLimiterConfig& rx,
                                       const devices::RateLimiterConfig& tx) {
   if (ended()) {
     return fail("the VM has ended");
   }
-  if (!config_.net) {
-    return fail("the VM has no network interface");
-  }
-  DSEC_TRY(virtio_->set_net_rate_limiters({.rx = rx, .tx = tx}));
-  config_.net->rx_rate_limiter = rx;
-  config_.net->tx_rate_limiter = tx;
+  DSEC_TRY(virtio_->set_net_rate_limiters(index, {.rx = rx, .tx = tx}));
+  config_.nets.at(index).rx_rate_limiter = rx;
+  config_.nets.at(index).tx_rate_limiter = tx;
   return ok();
 }
 

@@ -100,11 +100,12 @@ class Machine {
   // the reboot ends the VM. Fails when the guest turned its keyboard off; any thread.
   Status send_ctrl_alt_del();
   // A running VM's new rate limiters (Firecracker's PATCH /drives/{id} and
-  // /network-interfaces/{id}): drive `index` of config().drives, or the network interface;
+  // /network-interfaces/{id}): drive `index` of config().drives, or interface `index` of
+  // config().nets;
   // in force from the device's next request, and in config() (and so in a snapshot). On
   // the thread that reads config() (the API's).
   Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter);
-  Status set_net_rate_limiters(const devices::RateLimiterConfig& rx,
+  Status set_net_rate_limiters(size_t index, const devices::RateLimiterConfig& rx,
                                const devices::RateLimiterConfig& tx);
   // Firecracker's PATCH /drives/{id} with path_on_host: drive `index`'s disk is the file at
   // `path` from now on, and the guest is told its new size; config() (and a snapshot) has

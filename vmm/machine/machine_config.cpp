@@ -84,9 +84,7 @@ Status validate(const MachineConfig& config, BuildMode mode) {
   if (config.vsock) {
     DSEC_TRY(check_vsock(*config.vsock));
   }
-  if (config.net) {
-    DSEC_TRY(check_net(*config.net));
-  }
+  DSEC_TRY(check_nets(config.nets));
   DSEC_TRY(check_profile_output(config));
   if (virtio_devices(config).size() > x86_64::kMaxVirtioMmioDevices) {
     return fail("more virtio devices than the " + std::to_string(x86_64::kMaxVirtioMmioDevices) +

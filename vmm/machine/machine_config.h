@@ -55,7 +55,8 @@ struct NetConfig {
   // A TAP opened by whoever started the VMM (--net fd=N), used instead of `tap`; its
   // address is theirs to set (host_cidr stays empty).
   int tap_fd = -1;
-  // The interface's id on the API (Firecracker's iface_id); empty: kDefaultId.
+  // The interface's id on the API (Firecracker's iface_id); empty: kDefaultId (only the
+  // command line's one interface leaves it empty).
   std::string id{};
   // Firecracker's rx_rate_limiter and tx_rate_limiter: none by default.
   devices::RateLimiterConfig rx_rate_limiter{};
@@ -64,6 +65,10 @@ struct NetConfig {
   static constexpr const char* kDefaultGuestMac = "52:54:00:12:34:56";
   static constexpr const char* kDefaultId = "eth0";  // the guest's name for it
   std::string iface_id() const { return id.empty() ? kDefaultId : id; }
+  // The MAC the guest gets as interface `index` of MachineConfig::nets: `mac`, or else
+  // kDefaultGuestMac with `index` added to its last byte, so that two interfaces without
+  // one still differ.
+  std::string guest_mac(size_t index) const;
   bool operator==(const NetConfig&) const = default;
 };
 
@@ -90,10 +95,11 @@ struct MachineConfig {
   bool expect_clean_shutdown_announcement = false;
   std::string kvm_device = "/dev/kvm";
   // virtio devices (machine/virtio_devices.h); each takes the next virtio-mmio slot, in
-  // this order: the drives (the first is the guest's /dev/vda), vsock, net, rng.
+  // this order: the drives (the first is the guest's /dev/vda), vsock, the network
+  // interfaces (the first is the guest's eth0, the next eth1, ...), rng.
   std::vector<DriveConfig> drives;
   std::optional<VsockConfig> vsock;
-  std::optional<NetConfig> net;
+  std::vector<NetConfig> nets;
   bool rng = false;                               // virtio-rng: entropy from the host's getrandom()
   devices::RateLimiterConfig rng_rate_limiter{};  // its rate limiter (Firecracker's entropy's)
   // Where to write a guest profile (machine/guest_profiler.h) when the VM ends; empty: none.

@@ -13,6 +13,35 @@ using nlohmann::json;
 
 constexpr uint32_t kFormat = 1;
 
+Result<NetConfig> read_net(const json& value) {
+  auto n = DSEC_TRY(JsonObject::of(value, "net"));
+  NetConfig net{.tap = DSEC_TRY(n.string("tap")),
+                .host_cidr = DSEC_TRY(n.string("host_cidr", JsonObject::Empty::kAllowed)),
+                .mac = DSEC_TRY(n.string("mac", JsonObject::Empty::kAllowed)),
+                .tap_fd = -1,
+                .id = DSEC_TRY(n.optional_string("id")).value_or(""),
+                .rx_rate_limiter = DSEC_TRY(devices::optional_rate_limiter(n, "rx_rate_limiter"))
+                                       .value_or(devices::RateLimiterConfig{}),
+                .tx_rate_limiter = DSEC_TRY(devices::optional_rate_limiter(n, "tx_rate_limiter"))
+                                       .value_or(devices::RateLimiterConfig{})};
+  DSEC_TRY(n.finish());
+  return net;
+}
+
+json net_json(const NetConfig& net) {
+  json j = {{"tap", net.tap}, {"host_cidr", net.host_cidr}, {"mac", net.mac}};
+  if (!net.id.empty()) {
+    j["id"] = net.id;
+  }
+  for (const auto& [name, limiter] : {std::pair{"rx_rate_limiter", &net.rx_rate_limiter},
+                                      std::pair{"tx_rate_limiter", &net.tx_rate_limiter}}) {
+    if (*limiter != devices::RateLimiterConfig{}) {
+      j[name] = devices::rate_limiter_json(*limiter);
+    }
+  }
+  return j;
+}
+
 Result<MachineConfig> read_config(std::string_view text) {
   auto j = DSEC_TRY(JsonObject::parse(text, "the configuration"));
   const auto format = DSEC_TRY(j.unsigned_int32("format"));
@@ -48,19 +77,17 @@ Result<MachineConfig> read_config(std::string_view text) {
                                .uds_path = DSEC_TRY(v.string("uds_path"))};
     DSEC_TRY(v.finish());
   }
+  // "nets" lists the interfaces; snapshots older than it have one, as "net".
   if (const auto net = DSEC_TRY(j.optional_object("net"))) {
-    auto n = DSEC_TRY(JsonObject::of(*net, "net"));
-    config.net =
-        NetConfig{.tap = DSEC_TRY(n.string("tap")),
-                  .host_cidr = DSEC_TRY(n.string("host_cidr", JsonObject::Empty::kAllowed)),
-                  .mac = DSEC_TRY(n.string("mac", JsonObject::Empty::kAllowed)),
-                  .tap_fd = -1,
-                  .id = DSEC_TRY(n.optional_string("id")).value_or(""),
-                  .rx_rate_limiter = DSEC_TRY(devices::optional_rate_limiter(n, "rx_rate_limiter"))
-                                         .value_or(devices::RateLimiterConfig{}),
-                  .tx_rate_limiter = DSEC_TRY(devices::optional_rate_limiter(n, "tx_rate_limiter"))
-                                         .value_or(devices::RateLimiterConfig{})};
-    DSEC_TRY(n.finish());
+    config.nets.push_back(DSEC_TRY(read_net(*net)));
+  }
+  if (const auto nets = DSEC_TRY(j.optional_array("nets"))) {
+    if (!config.nets.empty()) {
+      return fail("both \"net\" and \"nets\"");
+    }
+    for (const auto& net : *nets) {
+      config.nets.push_back(DSEC_TRY(read_net(net)));
+    }
   }
   DSEC_TRY(j.finish());
   return config;
@@ -95,18 +122,13 @@ std::string snapshot_config_to_json(const MachineConfig& config) {
   if (config.vsock) {
     j["vsock"] = {{"guest_cid", config.vsock->guest_cid}, {"uds_path", config.vsock->uds_path}};
   }
-  if (config.net) {
-    j["net"] = {
-        {"tap", config.net->tap}, {"host_cidr", config.net->host_cidr}, {"mac", config.net->mac}};
-    if (!config.net->id.empty()) {
-      j["net"]["id"] = config.net->id;
-    }
-    for (const auto& [name, limiter] :
-         {std::pair{"rx_rate_limiter", &config.net->rx_rate_limiter},
-          std::pair{"tx_rate_limiter", &config.net->tx_rate_limiter}}) {
-      if (*limiter != devices::RateLimiterConfig{}) {
-        j["net"][name] = devices::rate_limiter_json(*limiter);
-      }
+  // One interface is written as "net", so that a dsec-vmm older than "nets" reads it.
+  if (config.nets.size() == 1) {
+    j["net"] = net_json(config.nets.front());
+  } else if (!config.nets.empty()) {
+    j["nets"] = json::array();
+    for (const auto& net : config.nets) {
+      j["nets"].push_back(net_json(net));
     }
   }
   j["rng"] = config.rng;
@@ -130,6 +152,38 @@ Result<MachineConfig> snapshot_config_from_json(std::string_view text) {
 
 namespace {
 
+// The override for interface `index` of config.nets; nullptr without one. An override
+// without an iface_id is the first interface's. (apply_overrides checked them first.)
+const NetOverride* net_override(const MachineConfig& config, const RestoreOverrides& o,
+                                size_t index) {
+  for (const auto& given : o.nets) {
+    if (given.iface_id ? *given.iface_id == config.nets[index].iface_id() : index == 0) {
+      return &given;
+    }
+  }
+  return nullptr;
+}
+
+// The index in config.nets of the interface `given` is for, or why there is none.
+Result<size_t> net_override_index(const MachineConfig& config, const NetOverride& given) {
+  if (config.nets.empty()) {
+    return fail("--net: the snapshot's VM has no network device",
+                "restore it without --net, or snapshot a VM that has one");
+  }
+  if (!given.iface_id) {
+    return 0;
+  }
+  std::string ids;
+  for (size_t i = 0; i < config.nets.size(); ++i) {
+    if (config.nets[i].iface_id() == *given.iface_id) {
+      return i;
+    }
+    ids += (ids.empty() ? "'" : ", '") + config.nets[i].iface_id() + "'";
+  }
+  return fail("no network interface '" + *given.iface_id + "': the snapshot's VM has " + ids,
+              "name the interface by its iface_id");
+}
+
 // Under refuse_snapshot_host_paths: what the state file names on the host and the
 // overrides do not replace is refused, naming it, before anything is opened.
 Status check_no_host_path_from_snapshot(MachineConfig& config, const RestoreOverrides& o) {
@@ -149,13 +203,15 @@ Status check_no_host_path_from_snapshot(MachineConfig& config, const RestoreOver
                     ", and no --vsock replaces it",
                 kHint);
   }
-  if (config.net) {
-    if (!o.net_tap && !o.net_tap_fd) {
-      return fail("the snapshot's network device names the host TAP " + config.net->tap +
-                      ", and no --net replaces it",
+  for (size_t i = 0; i < config.nets.size(); ++i) {
+    NetConfig& net = config.nets[i];
+    const NetOverride* given = net_override(config, o, i);
+    if (given == nullptr || (!given->tap && !given->tap_fd)) {
+      return fail("the snapshot's network device '" + net.iface_id() + "' names the host TAP " +
+                      net.tap + ", and no --net replaces it",
                   kHint);
     }
-    config.net->host_cidr = o.net_host_cidr.value_or("");
+    net.host_cidr = given->host_cidr.value_or("");
   }
   return ok();
 }
@@ -186,25 +242,24 @@ Result<MachineConfig> apply_overrides(MachineConfig config, const RestoreOverrid
       config.vsock->guest_cid = *o.vsock_guest_cid;
     }
   }
-  if (o.net_tap || o.net_tap_fd || o.net_host_cidr || o.net_mac || o.net_iface_id) {
-    if (!config.net) {
-      return fail("--net: the snapshot's VM has no network device",
-                  "restore it without --net, or snapshot a VM that has one");
+  std::vector<bool> overridden(config.nets.size(), false);
+  for (const auto& given : o.nets) {
+    const size_t index = DSEC_TRY(net_override_index(config, given));
+    NetConfig& net = config.nets[index];
+    if (overridden[index]) {
+      return fail("two network overrides for interface '" + net.iface_id() + "'",
+                  "give each interface at most one");
     }
-    if (o.net_iface_id && *o.net_iface_id != config.net->iface_id()) {
-      return fail("no network interface '" + *o.net_iface_id + "': the snapshot's VM has '" +
-                      config.net->iface_id() + "'",
-                  "name the interface by its iface_id");
-    }
-    if (o.net_tap_fd) {
+    overridden[index] = true;
+    if (given.tap_fd) {
       // A TAP handed in replaces the snapshot's by name, and its address is not ours.
-      config.net->tap.clear();
-      config.net->host_cidr.clear();
-      config.net->tap_fd = *o.net_tap_fd;
+      net.tap.clear();
+      net.host_cidr.clear();
+      net.tap_fd = *given.tap_fd;
     }
-    config.net->tap = o.net_tap.value_or(config.net->tap);
-    config.net->host_cidr = o.net_host_cidr.value_or(config.net->host_cidr);
-    config.net->mac = o.net_mac.value_or(config.net->mac);
+    net.tap = given.tap.value_or(net.tap);
+    net.host_cidr = given.host_cidr.value_or(net.host_cidr);
+    net.mac = given.mac.value_or(net.mac);
   }
   if (o.drive_paths.size() > config.drives.size()) {
     return fail("--drive: " + std::to_string(o.drive_paths.size()) +

@@ -20,17 +20,25 @@ Result<MachineConfig> snapshot_config_from_json(std::string_view json);
 // The configuration in the state file at `state_path`, the file checked whole first.
 Result<MachineConfig> read_snapshot_config(const std::string& state_path);
 
+// A network interface's host side anew at restore (`restore --net`, Firecracker's
+// network_overrides). An absent field keeps the snapshot's.
+struct NetOverride {
+  // The interface it is for (the API's iface_id), one the snapshot has; nullopt: the
+  // snapshot's first interface (the guest's eth0).
+  std::optional<std::string> iface_id{};
+  std::optional<std::string> tap{};
+  std::optional<int> tap_fd{};  // a TAP handed in open, instead of the snapshot's by name
+  std::optional<std::string> host_cidr{};
+  std::optional<std::string> mac{};
+};
+
 // What a clone may get anew at restore, where identity matters (its sockets, its network
-// device, its disks' files). An absent field keeps the snapshot's.
+// devices, its disks' files). An absent field keeps the snapshot's.
 struct RestoreOverrides {
   std::optional<std::string> vsock_uds_path;
   std::optional<uint64_t> vsock_guest_cid;
-  std::optional<std::string> net_tap;
-  std::optional<int> net_tap_fd;  // a TAP handed in open, instead of the snapshot's by name
-  std::optional<std::string> net_host_cidr;
-  std::optional<std::string> net_mac;
-  // The interface the network override names (the API's iface_id): must be the snapshot's.
-  std::optional<std::string> net_iface_id;
+  // At most one for each of the snapshot's interfaces.
+  std::vector<NetOverride> nets;
   // Drive i's file, by position; nullopt or past the end keeps the snapshot's.
   std::vector<std::optional<std::string>> drive_paths;
   // The snapshot's state is not trusted to choose a host resource (`restore

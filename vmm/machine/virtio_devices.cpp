@@ -58,10 +58,11 @@ std::vector<VirtioDeviceSpec> virtio_devices(const MachineConfig& config) {
     spec.vsock = *config.vsock;
     specs.push_back(spec);
   }
-  if (config.net) {
+  for (size_t i = 0; i < config.nets.size(); ++i) {
     VirtioDeviceSpec spec;
     spec.kind = VirtioDeviceKind::kNet;
-    spec.net = *config.net;
+    spec.net = config.nets[i];
+    spec.net.mac = config.nets[i].guest_mac(i);  // the default MAC is its place's
     specs.push_back(spec);
   }
   if (config.rng) {
@@ -127,12 +128,11 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
         if (!n.host_cidr.empty()) {
           tap.host_ip = DSEC_TRY(virtio::parse_ipv4_cidr(n.host_cidr));
         }
-        const auto mac =
-            DSEC_TRY(virtio::parse_mac(n.mac.empty() ? NetConfig::kDefaultGuestMac : n.mac));
+        const auto mac = DSEC_TRY(virtio::parse_mac(n.mac));
         auto net = DSEC_TRY(virtio::VirtioNet::create(
             tap, mac, memory, device_loop, {.rx = n.rx_rate_limiter, .tx = n.tx_rate_limiter}));
         devices->metrics_.nets.emplace_back(n.iface_id(), net->metrics());
-        devices->net_ = net.get();
+        devices->nets_.push_back(net.get());
         device = std::move(net);
         break;
       }
@@ -215,11 +215,13 @@ Status VirtioDevices::replace_drive_file(size_t index, const std::string& path) 
   return drives_[index]->replace_disk(path);
 }
 
-Status VirtioDevices::set_net_rate_limiters(const virtio::NetRateLimiters& limiters) {
-  if (net_ == nullptr) {
-    return fail("the VM has no network interface");
+Status VirtioDevices::set_net_rate_limiters(size_t index,
+                                            const virtio::NetRateLimiters& limiters) {
+  if (index >= nets_.size()) {
+    return fail(fmt::format("the VM has {} network interfaces, none at index {}", nets_.size(),
+                            index));
   }
-  run_on_loop([&] { net_->set_rate_limiters(limiters); });
+  run_on_loop([&] { nets_[index]->set_rate_limiters(limiters); });
   return ok();
 }
 

@@ -106,10 +106,11 @@ class VirtioDevices {
   void resume();
 
   // A running VM's new rate limiters (Firecracker's PATCH): the `index`th drive's (in
-  // MachineConfig::drives order), or the network device's. In force for the device's next
+  // MachineConfig::drives order), or the `index`th network interface's (MachineConfig::nets
+  // order). In force for the device's next
   // request, set on the loop's thread (run_on_loop). Any thread but the loop's.
   Status set_drive_rate_limiter(size_t index, const devices::RateLimiterConfig& limiter);
-  Status set_net_rate_limiters(const virtio::NetRateLimiters& limiters);
+  Status set_net_rate_limiters(size_t index, const virtio::NetRateLimiters& limiters);
   // The `index`th drive's disk is the file at `path` from now on (VirtioBlock::replace_disk:
   // the guest is told of the new size). Any thread.
   Status replace_drive_file(size_t index, const std::string& path);
@@ -153,7 +154,7 @@ class VirtioDevices {
   bool loop_running_ = false;  // between start() and stop(), under posted_mutex_
   // The devices the rate limiters' changes reach (owned by their transports).
   std::vector<virtio::VirtioBlock*> drives_;
-  virtio::VirtioNet* net_ = nullptr;
+  std::vector<virtio::VirtioNet*> nets_;
   virtio::VirtioVsock* vsock_ = nullptr;
   devices::DeviceMetrics metrics_;
   // KVM registrations to undo, in reverse order.

@@ -29,19 +29,25 @@ Result<std::optional<ImageNetwork>> check_image_shape(const std::string& state_p
                     "from the snapshot)",
                 "make the warm image without --drive");
   }
-  if (!config.net) {
+  if (config.nets.empty()) {
     return std::nullopt;
   }
+  if (config.nets.size() > 1) {
+    return fail("its snapshot has " + std::to_string(config.nets.size()) +
+                    " network devices, and a pool clone's network gives one",
+                "make the warm image with one --net");
+  }
+  const machine::NetConfig& net = config.nets.front();
   if (!clone_networks) {
     return fail("its snapshot has a network device, and this daemon makes no clone networks",
                 "start the daemon without --no-clone-networks, or make the warm image "
                 "without --net");
   }
-  if (config.net->tap_fd >= 0 || config.net->tap.empty()) {
+  if (net.tap_fd >= 0 || net.tap.empty()) {
     return fail("its snapshot's network device has no TAP name",
                 "make the warm image with --net tap=NAME,host=A.B.C.D/N");
   }
-  return DSEC_TRY(image_network(config.net->tap, config.net->host_cidr));
+  return DSEC_TRY(image_network(net.tap, net.host_cidr));
 }
 
 }  // namespace
