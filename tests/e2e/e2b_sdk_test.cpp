@@ -1,7 +1,8 @@
 // The pool's E2B front (docs/e2b.md) end to end in the test bed: E2B's own SDK (the `e2b`
 // npm package, pinned in tools/install-deps) creates a sandbox of a warm image on a real
-// pool, writes, reads and lists files in it, finds it by its metadata, sets its timeout and
-// kills it, through E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY alone.
+// pool, writes, reads and lists files in it, runs commands in bash (the default image has
+// it), finds it by its metadata, sets its timeout and kills it, through E2B_API_URL,
+// E2B_SANDBOX_URL and E2B_API_KEY alone.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -76,6 +77,8 @@ TEST(E2bSdk, CreatesUsesFindsAndKillsASandbox) {
   EXPECT_THAT(run.out, HasSubstr("read hello from e2b\n"));
   EXPECT_THAT(run.out, HasSubstr("listed a.txt,d\n"));
   EXPECT_THAT(run.out, HasSubstr("exists true false\n"));
+  EXPECT_THAT(run.out, HasSubstr("ran \"hi there from 5\\n\" 0\n"));
+  EXPECT_THAT(run.out, HasSubstr("failed 3 \"oops\\n\"\n"));
   EXPECT_THAT(run.out, HasSubstr("info base running e2e\n"));
   EXPECT_THAT(run.out, HasSubstr("found 1\n"));
   EXPECT_THAT(run.out, HasSubstr("killed 0\n"));

@@ -11,6 +11,13 @@ const { Sandbox } = require('e2b');
   await sbx.files.makeDir('/tmp/d');
   console.log('listed', (await sbx.files.list('/tmp')).map((e) => e.name).sort().join(','));
   console.log('exists', await sbx.files.exists('/tmp/d'), await sbx.files.exists('/tmp/none'));
+  const run = await sbx.commands.run('echo hi $X from ${BASH_VERSION%%.*}', { envs: { X: 'there' } });
+  console.log('ran', JSON.stringify(run.stdout), run.exitCode);
+  try {
+    await sbx.commands.run('echo oops >&2; exit 3');
+  } catch (e) {
+    console.log('failed', e.exitCode, JSON.stringify(e.stderr));
+  }
   const info = await sbx.getInfo();
   console.log('info', info.templateId, info.state, info.metadata.job);
   const mine = await Sandbox.list({ query: { metadata: { job: 'e2e' } } }).nextItems();
