@@ -276,9 +276,13 @@ int HttpConnection::on_headers_complete(http_parser* parser) {
       (url.field_set & (1U << UF_PATH)) == 0) {
     return c.refuse("the request's URL has no path");
   }
-  if ((url.field_set & ((1U << UF_QUERY) | (1U << UF_FRAGMENT))) != 0) {
+  const bool has_query = (url.field_set & (1U << UF_QUERY)) != 0;
+  if ((url.field_set & (1U << UF_FRAGMENT)) != 0 || (has_query && !c.limits_.allow_query)) {
     return c.refuse("query strings and fragments are not supported: the path is the whole URL");
   }
+  c.request_.query = has_query
+                         ? c.url_.substr(url.field_data[UF_QUERY].off, url.field_data[UF_QUERY].len)
+                         : std::string();
   c.request_.path = c.url_.substr(url.field_data[UF_PATH].off, url.field_data[UF_PATH].len);
   c.request_.method = method_of(parser->method);
   c.request_.method_text = http_method_str(static_cast<http_method>(parser->method));

@@ -29,6 +29,9 @@ struct HttpLimits {
   size_t max_header_bytes = size_t{8} * 1024;
   size_t max_headers = 64;
   size_t max_body_bytes = size_t{64} * 1024;
+  // Whether a URL may carry a query string (HttpRequest::query): Firecracker's API and the
+  // pool's refuse one; the pool's E2B front reads its parameters from it.
+  bool allow_query = false;
   // Received and not parsed yet, or answered and not sent yet: beyond this, wants_input()
   // is false until the other side catches up.
   size_t max_pending_bytes = size_t{128} * 1024;

@@ -98,6 +98,82 @@ std::string_view HttpRequest::header(std::string_view name) const {
   return {};
 }
 
+namespace {
+
+// application/x-www-form-urlencoded's decoding: %XX escapes and '+' for a space.
+std::optional<std::string> url_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') {
+      return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+      return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+      return c - 'A' + 10;
+    }
+    return -1;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out.push_back(' ');
+    } else if (text[i] == '%') {
+      if (i + 2 >= text.size()) {
+        return std::nullopt;
+      }
+      const int high = hex(text[i + 1]);
+      const int low = hex(text[i + 2]);
+      if (high < 0 || low < 0) {
+        return std::nullopt;
+      }
+      out.push_back(static_cast<char>((high << 4) | low));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::pair<std::string, std::string>>> HttpRequest::query_params() const {
+  std::vector<std::pair<std::string, std::string>> params;
+  std::string_view rest = query;
+  while (!rest.empty()) {
+    const size_t end = rest.find('&');
+    const std::string_view pair = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (pair.empty()) {
+      continue;
+    }
+    const size_t equals = pair.find('=');
+    auto name = url_decode(pair.substr(0, equals));
+    auto value =
+        url_decode(equals == std::string_view::npos ? std::string_view() : pair.substr(equals + 1));
+    if (!name || !value) {
+      return std::nullopt;
+    }
+    params.emplace_back(std::move(*name), std::move(*value));
+  }
+  return params;
+}
+
+std::optional<std::string> HttpRequest::query_param(std::string_view name) const {
+  auto params = query_params();
+  if (!params) {
+    return std::nullopt;
+  }
+  for (auto& [key, value] : *params) {
+    if (key == name) {
+      return std::move(value);
+    }
+  }
+  return std::nullopt;
+}
+
 HttpResponse HttpResponse::json(const nlohmann::json& body, int status) {
   // Replace, not throw, on invalid UTF-8: a path the client sent may be echoed back.
   return {.status = status,

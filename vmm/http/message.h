@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,6 +33,9 @@ struct Caller {
   pid_t pid = 0;
   // kTcp: the peer's address and port ("192.0.2.7:51234", "[2001:db8::1]:51234").
   std::string peer{};
+  // kTcp: the name of the listener it came through (HttpServer::listen_on_tcp); "" for the
+  // API's own.
+  std::string listener{};
 
   // Who the caller is for a per-caller limit: "uid:N" on a Unix socket, the address
   // without its port on TCP; empty with no socket.
@@ -59,6 +63,7 @@ struct HttpRequest {
   Method method = Method::kOther;
   std::string method_text;  // as the client sent it, for messages
   std::string path;         // the URL's path, without query or fragment
+  std::string query;        // after '?', as sent; only where HttpLimits::allow_query
   // Header names lower-cased, values as sent (leading and trailing blanks removed).
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
@@ -69,6 +74,11 @@ struct HttpRequest {
 
   // The first header called `name` (lower-case); empty when absent.
   std::string_view header(std::string_view name) const;
+  // The first query parameter called `name`, percent-decoded ('+' a space); nullopt when
+  // absent or when its value's escapes are malformed.
+  std::optional<std::string> query_param(std::string_view name) const;
+  // Every query parameter, decoded, in order; nullopt when one's escapes are malformed.
+  std::optional<std::vector<std::pair<std::string, std::string>>> query_params() const;
 };
 
 struct HttpResponse {

@@ -172,19 +172,21 @@ Status HttpServer::launch(ThreadStart setup) {
 }
 
 Result<uint16_t> HttpServer::listen_on_tcp(const std::string& address, uint16_t port,
-                                           std::shared_ptr<const TransportFactory> tls) {
-  if (tcp_listener_ || handler_ || stopped_) {
-    return fail("the API listens on a TCP port already, or serves already");
+                                           std::shared_ptr<const TransportFactory> tls,
+                                           const std::string& name) {
+  const bool named_already =
+      std::ranges::any_of(tcp_listeners_, [&](const TcpListener& l) { return l.name == name; });
+  if (named_already || handler_ || stopped_) {
+    return fail("the API listens on a TCP port named '" + name + "' already, or serves already");
   }
-  tcp_listener_ = DSEC_TRY(listen_tcp(address, port));
-  tcp_tls_ = std::move(tls);
+  UniqueFd listener = DSEC_TRY(listen_tcp(address, port));
   sockaddr_storage bound{};
   socklen_t size = sizeof bound;
-  if (::getsockname(tcp_listener_.get(), reinterpret_cast<sockaddr*>(&bound), &size) != 0) {
-    const int err = errno;
-    tcp_listener_.reset();
-    return fail_errno("API on " + address + ": getsockname", err);
+  if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &size) != 0) {
+    return fail_errno("API on " + address + ": getsockname", errno);
   }
+  tcp_listeners_.push_back(
+      TcpListener{.fd = std::move(listener), .tls = std::move(tls), .name = name});
   // Both families keep the port at the same offset.
   return ntohs(reinterpret_cast<const sockaddr_in&>(bound).sin_port);
 }
@@ -222,9 +224,8 @@ Status HttpServer::serve_deferred(DeferredHandler handler) {
   handler_ = std::move(handler);
   // The loop does not run yet: its thread waits for serving_, set below under the lock.
   DSEC_TRY(loop_.add_fd_watch(listener_.get(), [this] { accept_clients(listener_.get()); }));
-  if (tcp_listener_) {
-    DSEC_TRY(
-        loop_.add_fd_watch(tcp_listener_.get(), [this] { accept_clients(tcp_listener_.get()); }));
+  for (const TcpListener& tcp : tcp_listeners_) {
+    DSEC_TRY(loop_.add_fd_watch(tcp.fd.get(), [this, fd = tcp.fd.get()] { accept_clients(fd); }));
   }
   {
     const std::lock_guard lock(start_mutex_);
@@ -284,7 +285,7 @@ void HttpServer::stop() {
   }
   connections_.clear();
   listener_.reset();
-  tcp_listener_.reset();
+  tcp_listeners_.clear();
   // Only the file this server made: another process may have put its own there since.
   struct stat st {};
   if (::lstat(path_.c_str(), &st) == 0 && st.st_ino == inode_) {
@@ -326,8 +327,13 @@ void HttpServer::accept_clients(int listener) {
       }
     }
     std::unique_ptr<Transport> transport;
-    if (listener == tcp_listener_.get() && tcp_tls_) {
-      auto session = tcp_tls_->session(client.get());
+    const auto tcp = std::ranges::find_if(
+        tcp_listeners_, [listener](const TcpListener& l) { return l.fd.get() == listener; });
+    if (tcp != tcp_listeners_.end()) {
+      caller->listener = tcp->name;
+    }
+    if (tcp != tcp_listeners_.end() && tcp->tls) {
+      auto session = tcp->tls->session(client.get());
       if (!session) {
         spdlog::warn("api: {}; closing a client of {}", session.error().message(), caller->peer);
         continue;

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
@@ -58,9 +59,12 @@ class HttpServer {
   // know its callers (HttpRequest::caller says who connected from where). With `tls`, every
   // connection there speaks TLS (vmm/tls): its handshake counts against the header
   // timeout, and one that fails closes the connection (logged, a line every few seconds at
-  // most). Before serve(); once only.
+  // most). Before serve(). A server may listen on several ports, each under a name of its
+  // own that its callers' Caller::listener carries, so that one handler can serve another
+  // API on another port (the pool's E2B front); "" is the API's own.
   Result<uint16_t> listen_on_tcp(const std::string& address, uint16_t port,
-                                 std::shared_ptr<const TransportFactory> tls = nullptr);
+                                 std::shared_ptr<const TransportFactory> tls = nullptr,
+                                 const std::string& name = "");
   Result<uint16_t> listen_on_loopback(uint16_t port) { return listen_on_tcp("127.0.0.1", port); }
   Status launch(ThreadStart setup = {});
   // Answers every request with `handler` from now on, on the API thread (launched now if
@@ -143,14 +147,19 @@ class HttpServer {
 
   std::string path_;
   UniqueFd listener_;
-  UniqueFd tcp_listener_;  // listen_on_tcp()'s, if any
-  ino_t inode_;            // the socket file's, so that stop() removes only our own
+  // listen_on_tcp()'s, if any.
+  struct TcpListener {
+    UniqueFd fd;
+    std::shared_ptr<const TransportFactory> tls;
+    std::string name;
+  };
+  std::vector<TcpListener> tcp_listeners_;
+  ino_t inode_;  // the socket file's, so that stop() removes only our own
   io::EventLoop loop_;
   DeferredHandler handler_;
   HttpLimits limits_;
   size_t max_connections_ = kMaxConnections;
   size_t max_connections_per_caller_ = SIZE_MAX;
-  std::shared_ptr<const TransportFactory> tcp_tls_;  // listen_on_tcp()'s, if any
   ThrottledLog refused_;
   ThrottledLog tls_failed_;
   std::map<uint64_t, Connection> connections_;

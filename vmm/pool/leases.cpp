@@ -33,6 +33,12 @@ PoolResult<void> Leases::grant(Sandbox& sandbox, const Tenant& caller,
   return {};
 }
 
+void Leases::set_time_to_live(Sandbox& sandbox, uint64_t ttl_s) {
+  sandbox.record.expires_at_ms = ttl_s > 0 ? wall_ms_now() + static_cast<int64_t>(ttl_s) * 1000 : 0;
+  arm(sandbox);
+  resources_.persist(sandbox);
+}
+
 void Leases::arm(Sandbox& sandbox) {
   lifecycle_.cancel_timer(sandbox);
   using std::chrono::nanoseconds;

@@ -24,6 +24,8 @@ class Leases {
   // could not be set.
   PoolResult<void> grant(Sandbox& sandbox, const Tenant& caller, const AcquireRequest& request,
                          const ImageSpec& spec);
+  // Ends the lease `ttl_s` seconds from now (0: never), whatever it was granted with.
+  void set_time_to_live(Sandbox& sandbox, uint64_t ttl_s);
   // Arms the timer for the lease's next end: its time to live or its idle timeout.
   void arm(Sandbox& sandbox);
 

@@ -149,6 +149,17 @@ PoolResult<std::string> Pool::proxy_address(const std::string& id) const {
         error(Failure::kConflict, "sandbox " + id + " is paused: resume it first"));
   }
   return address;
+PoolResult<void> Pool::set_time_to_live(const Tenant& caller, const std::string& id,
+                                        uint64_t ttl_s) {
+  Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
+  leases_.set_time_to_live(*s, ttl_s);
+  return {};
+}
+
+void Pool::agent_request(const Tenant& caller, const std::string& id,
+                         SandboxRequests::AgentWork work,
+                         std::move_only_function<void(PoolResult<void>)> done) {
+  requests_.agent(caller, id, std::move(work), std::move(done));
 }
 
 PoolResult<void> Pool::keepalive(const Tenant& caller, const std::string& id) {

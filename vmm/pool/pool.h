@@ -104,6 +104,12 @@ class Pool {
   // network's host-side address. Any tenant's sandbox: the proxy has no caller. kNotFound
   // for an id that is not in use, kInvalid without a network, kConflict while paused.
   PoolResult<std::string> proxy_address(const std::string& id) const;
+  // Sets acquired sandbox `id`'s time to live to `ttl_s` seconds from now (0: none).
+  PoolResult<void> set_time_to_live(const Tenant& caller, const std::string& id, uint64_t ttl_s);
+  // Runs `work` against acquired sandbox `id`'s agent on a thread of its own, as exec does
+  // (SandboxRequests::agent), for a front that speaks another API (vmm/e2b).
+  void agent_request(const Tenant& caller, const std::string& id, SandboxRequests::AgentWork work,
+                     std::move_only_function<void(PoolResult<void>)> done);
   // Renews an acquired sandbox's idle timeout; GET and exec do too.
   PoolResult<void> keepalive(const Tenant& caller, const std::string& id);
   PoolResult<nlohmann::json> sandbox_json(const Tenant& caller, const std::string& id);

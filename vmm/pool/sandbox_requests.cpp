@@ -175,6 +175,14 @@ void SandboxRequests::read_file(const Tenant& caller, const std::string& id,
       });
 }
 
+void SandboxRequests::agent(const Tenant& caller, const std::string& id, AgentWork work,
+                            std::move_only_function<void(PoolResult<void>)> done) {
+  run(
+      caller, id,
+      [work = std::move(work)](const SandboxFiles& sockets) mutable { return work(sockets.vsock); },
+      std::move(done));
+}
+
 PoolResult<Sandbox*> SandboxRequests::with_api(const Tenant& caller, const std::string& id) {
   Sandbox* s = DSEC_TRY(deps_.sandboxes.in_use(caller, id));
   if (s->record.files.api.empty()) {

@@ -53,6 +53,12 @@ class SandboxRequests {
                   GuestFile file, std::move_only_function<void(PoolResult<void>)> answer);
   void read_file(const Tenant& caller, const std::string& id, const std::string& guest_path,
                  std::move_only_function<void(PoolResult<GuestFile>)> answer);
+  // Runs `work` against sandbox `id`'s agent (given its vsock socket) on a thread of its own,
+  // for a front that speaks another API (vmm/e2b); `done` runs after it with whether the
+  // sandbox is still in use, or at once with why the pool refuses the request.
+  using AgentWork = std::move_only_function<bool(const std::string& vsock)>;
+  void agent(const Tenant& caller, const std::string& id, AgentWork work,
+             std::move_only_function<void(PoolResult<void>)> done);
   // Stops or restarts the sandbox's vCPUs; the answer is the sandbox as GET shows it.
   void set_paused(const Tenant& caller, const std::string& id, bool paused, PoolAnswer answer);
   // Writes the sandbox's snapshot into the image store as image `name` (Pool::snapshot).

@@ -255,7 +255,7 @@ PoolResult<Tenant> TenantAccess::identify_unix(const http::Caller& caller) const
           ") may not use this pool: its operator allows a user with --allow-uid or --allow-gid"));
 }
 
-PoolResult<Tenant> TenantAccess::identify_tcp(const http::HttpRequest& request) const {
+PoolResult<void> TenantAccess::check_host(const http::HttpRequest& request) const {
   const std::string_view host = request.header("host");
   if (!host_allowed(host, policy_.hosts)) {
     return std::unexpected(
@@ -264,11 +264,11 @@ PoolResult<Tenant> TenantAccess::identify_tcp(const http::HttpRequest& request) 
                   "' names no address of this daemon: connect by its address, or ask its operator "
                   "to add the name with --allow-host"));
   }
-  const std::string_view authorization = request.header("authorization");
-  constexpr std::string_view kScheme = "bearer ";
-  const bool bearer = authorization.size() > kScheme.size() &&
-                      same_name(authorization.substr(0, kScheme.size()), kScheme);
-  const std::string_view given = bearer ? authorization.substr(kScheme.size()) : "";
+  return {};
+}
+
+PoolResult<Tenant> TenantAccess::by_token(std::string_view given,
+                                          const std::string& refusal) const {
   // Every token compared, so that the time says nothing about which one nearly matched.
   const TokenEntry* match = nullptr;
   for (const auto& entry : policy_.tokens) {
@@ -277,12 +277,33 @@ PoolResult<Tenant> TenantAccess::identify_tcp(const http::HttpRequest& request) 
     }
   }
   if (match == nullptr) {
-    return std::unexpected(
-        error(Failure::kUnauthenticated, bearer ? "the bearer token is not one this daemon knows"
-                                                : "a request over TCP needs an Authorization: "
-                                                  "Bearer TOKEN header with a tenant's token"));
+    return std::unexpected(error(Failure::kUnauthenticated, refusal));
   }
   return match->tenant;
+}
+
+PoolResult<Tenant> TenantAccess::identify_tcp(const http::HttpRequest& request) const {
+  DSEC_TRY(check_host(request));
+  const std::string_view authorization = request.header("authorization");
+  constexpr std::string_view kScheme = "bearer ";
+  const bool bearer = authorization.size() > kScheme.size() &&
+                      same_name(authorization.substr(0, kScheme.size()), kScheme);
+  const std::string_view given = bearer ? authorization.substr(kScheme.size()) : "";
+  return by_token(given, bearer ? "the bearer token is not one this daemon knows"
+                                : "a request over TCP needs an Authorization: "
+                                  "Bearer TOKEN header with a tenant's token");
+}
+
+PoolResult<Tenant> TenantAccess::identify_api_key(const http::HttpRequest& request) const {
+  if (request.caller.transport != http::Caller::Transport::kTcp) {
+    return std::unexpected(
+        error(Failure::kForbidden, "the E2B API is served on TCP only (--e2b-listen)"));
+  }
+  DSEC_TRY(check_host(request));
+  const std::string_view key = request.header("x-api-key");
+  return by_token(key, key.empty() ? "an E2B request needs an X-API-KEY header with a tenant's "
+                                     "token (E2B_API_KEY)"
+                                   : "the X-API-KEY is not a token this daemon knows");
 }
 
 }  // namespace dsec::pool

@@ -61,8 +61,14 @@ class TenantAccess {
   // without a right token), kForbidden (a uid not allowed, a Host not this daemon's, or a
   // request the server did not say the caller of).
   PoolResult<Tenant> identify(const http::HttpRequest& request) const;
+  // The tenant an E2B SDK's request comes from (vmm/e2b): over TCP only, its Host checked as
+  // above, and its token in an X-API-KEY header instead of Authorization.
+  PoolResult<Tenant> identify_api_key(const http::HttpRequest& request) const;
 
  private:
+  PoolResult<void> check_host(const http::HttpRequest& request) const;
+  // The tenant whose token is `given` (kUnauthenticated with `refusal` when none is).
+  PoolResult<Tenant> by_token(std::string_view given, const std::string& refusal) const;
   PoolResult<Tenant> identify_unix(const http::Caller& caller) const;
   PoolResult<Tenant> identify_tcp(const http::HttpRequest& request) const;
   AccessPolicy policy_;

@@ -21,6 +21,7 @@
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/seccomp_option.h"
 #include "vmm/common/sibling_binary.h"
+#include "vmm/e2b/e2b_front.h"
 #include "vmm/http/server.h"
 #include "vmm/io/loop_calls.h"
 #include "vmm/jail/cgroup.h"
@@ -55,6 +56,7 @@ struct PoolOptions {
   std::vector<uid_t> allow_uids;
   std::vector<gid_t> allow_gids;
   std::vector<std::string> allow_hosts;
+  std::string e2b_listen;  // ADDRESS:PORT of the E2B front (vmm/e2b); empty: none
   double max_memory_ratio = 0.9;
   double memory_overcommit = 1.0;
   double ready_timeout_s = 60;
@@ -122,18 +124,50 @@ Result<UniqueFd> lock_state_dir(const std::string& dir) {
 
 // Who may use the API, from the options: callers on the socket by uid and gid, on TCP by
 // the tokens file's bearer tokens (TCP is refused without one).
+// --e2b-listen's address and port: "127.0.0.1:3000", "[::1]:3000".
+Result<std::pair<std::string, uint16_t>> e2b_address(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  unsigned long port = 0;
+  if (colon != std::string::npos) {
+    const std::string digits = listen.substr(colon + 1);
+    if (!digits.empty() && digits.size() <= 5 &&
+        std::ranges::all_of(digits, [](char c) { return c >= '0' && c <= '9'; })) {
+      port = std::stoul(digits);
+    }
+  }
+  std::string address = colon == std::string::npos ? "" : listen.substr(0, colon);
+  if (address.size() > 2 && address.front() == '[' && address.back() == ']') {
+    address = address.substr(1, address.size() - 2);
+  }
+  if (address.empty() || port > 65535 || colon + 1 == listen.size()) {
+    return fail("--e2b-listen '" + listen + "' is not ADDRESS:PORT",
+                "give a numeric address and a port, e.g. 127.0.0.1:3000 or [::1]:3000");
+  }
+  return std::pair{address, static_cast<uint16_t>(port)};
+}
+
 Result<pool::AccessPolicy> access_policy(const PoolOptions& options) {
   pool::AccessPolicy policy{.daemon_uid = ::geteuid(),
                             .allow_uids = options.allow_uids,
                             .allow_gids = options.allow_gids,
                             .tokens = {},
                             .hosts = pool::default_hosts(options.tcp_address, options.allow_hosts)};
-  if (options.tcp_port && options.tokens.empty()) {
-    return fail("--tcp-port needs --tokens FILE: a request over TCP carries a tenant's token",
-                "write a tokens file (docs/pool-tenants.md)");
+  const bool tcp = options.tcp_port || !options.e2b_listen.empty();
+  if (tcp && options.tokens.empty()) {
+    return fail(
+        "--tcp-port and --e2b-listen need --tokens FILE: a request over TCP carries a "
+        "tenant's token",
+        "write a tokens file (docs/pool-tenants.md)");
   }
-  if (!options.tcp_port && !options.tokens.empty()) {
-    return fail("--tokens is for requests over TCP", "give --tcp-port too, or leave --tokens out");
+  if (!tcp && !options.tokens.empty()) {
+    return fail("--tokens is for requests over TCP",
+                "give --tcp-port or --e2b-listen too, or leave --tokens out");
+  }
+  if (!options.e2b_listen.empty()) {
+    const auto [address, port] = DSEC_TRY(e2b_address(options.e2b_listen));
+    for (std::string& host : pool::default_hosts(address, {})) {
+      policy.hosts.push_back(std::move(host));
+    }
   }
   if (!options.tokens.empty()) {
     policy.tokens = DSEC_TRY(pool::read_tokens_file(options.tokens, policy.daemon_uid));
@@ -211,8 +245,8 @@ Result<std::shared_ptr<const tls::TlsServerContext>> tcp_tls(const PoolOptions& 
   if (options.tls_cert.empty()) {
     return nullptr;
   }
-  if (!options.tcp_port) {
-    return fail("--tls-cert and --tls-key are for the TCP listener",
+  if (!options.tcp_port && options.e2b_listen.empty()) {
+    return fail("--tls-cert and --tls-key are for the TCP listeners",
                 "give --tcp-port too (the Unix socket is never TLS), or leave them out");
   }
   return DSEC_TRY(tls::TlsServerContext::load(options.tls_cert, options.tls_key));
@@ -330,6 +364,7 @@ int run_pool(const PoolOptions& options) {
   auto server = http::HttpServer::bind(
       options.socket,
       http::HttpLimits{.max_body_bytes = pool::kMaxPoolFileBytes,
+                       .allow_query = true,  // the E2B front's; the pool's API refuses one
                        .idle_timeout = milliseconds(options.client_idle_timeout_s),
                        .header_timeout = milliseconds(options.client_header_timeout_s)});
   if (!server) {
@@ -353,6 +388,15 @@ int run_pool(const PoolOptions& options) {
           options.tcp_address);
     }
   }
+  if (!options.e2b_listen.empty()) {
+    const auto [address, port] = *e2b_address(options.e2b_listen);
+    auto bound = (*server)->listen_on_tcp(address, port, *tls, std::string(e2b::kE2bListener));
+    if (!bound) {
+      return fail_with(bound.error().with_context("--e2b-listen"));
+    }
+    // On stderr, so that a caller that asked for port 0 learns which one it got.
+    spdlog::info("pool: serving E2B's API on {}:{}{}", address, *bound, *tls ? ", over TLS" : "");
+  }
   const std::string lock_path = state->path() + "/lock";
   pool::Pool pool(
       (*server)->loop(), std::move(*state), std::move(*store),
@@ -375,6 +419,9 @@ int run_pool(const PoolOptions& options) {
   if (!proxy) {
     return fail_with(proxy.error());
   }
+  e2b::E2bSandboxes e2b_sandboxes;
+  const auto e2b_router =
+      std::make_shared<http::Router>(e2b::e2b_router(pool, access, e2b_sandboxes));
   // Each client holds at most one request; an exec runs on a thread of its own meanwhile.
   (*server)->set_max_connections(kMaxClients);
   (*server)->set_max_connections_per_caller(kMaxClientsPerCaller);
@@ -384,8 +431,15 @@ int run_pool(const PoolOptions& options) {
     return fail_with(filtered.error());
   }
   if (auto serving = (*server)->serve_deferred(
-          [router](const http::HttpRequest& request, http::Responder respond) {
-            router->route(request, std::move(respond));
+          [router, e2b_router](const http::HttpRequest& request, http::Responder respond) {
+            if (request.caller.listener == e2b::kE2bListener) {
+              e2b_router->route(request, std::move(respond));
+            } else if (!request.query.empty()) {
+              respond(http::HttpResponse::fault(
+                  "query strings are not supported: the path is the whole URL"));
+            } else {
+              router->route(request, std::move(respond));
+            }
           });
       !serving) {
     return fail_with(serving.error());
@@ -495,6 +549,10 @@ void configure_pool_command(CLI::App* pool, std::function<int()>& action) {
                    "and localhost forms (repeat it); others get 403 (DNS rebinding)")
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  pool->add_option("--e2b-listen", options->e2b_listen,
+                   "Also serve E2B's API (both its control plane and envd's) on ADDRESS:PORT, "
+                   "for E2B's SDKs (docs/e2b.md); needs --tokens: a tenant's token is its "
+                   "E2B_API_KEY. TLS with --tls-cert and --tls-key, as --tcp-port");
   pool->add_option(
       "--vmm", options->vmm,
       "The dsec-vmm binary that restores clones (default: the one beside this daemon)");
