@@ -243,8 +243,7 @@ TEST_F(PoolNetworkTest, ClonesWithOneAddressFetchAtOnceWhereTheirEgressAllowsIt)
   EXPECT_EQ(clone_networks_on_host(), before_);
 }
 
-TEST_F(PoolNetworkTest,
-       ADaemonKilledAndStartedAgainKeepsItsClonesNetworksAndPortsAndRemovesTheRest) {
+TEST_F(PoolNetworkTest, ADaemonKilledAndStartedAgainKeepsItsClonesNetworksAndPorts) {
   start_daemon();
   register_image({{"ready", 1}, {"max", 2}, {"egress", {{"mode", "all"}}}});
   const json a = acquire(*daemon_);
