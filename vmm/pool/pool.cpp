@@ -149,6 +149,8 @@ PoolResult<std::string> Pool::proxy_address(const std::string& id) const {
         error(Failure::kConflict, "sandbox " + id + " is paused: resume it first"));
   }
   return address;
+}
+
 PoolResult<void> Pool::set_time_to_live(const Tenant& caller, const std::string& id,
                                         uint64_t ttl_s) {
   Sandbox* s = DSEC_TRY(sandboxes_.in_use(caller, id));
