@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
 #include <list>
 #include <string>
 #include <thread>
@@ -96,6 +97,7 @@ std::string read_some(int fd, size_t want) {
   char buffer[4096];
   while (got.size() < want) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;  // a child of an earlier test ended (SIGCHLD)
     if (n <= 0) break;
     got.append(buffer, static_cast<size_t>(n));
   }
