@@ -10,6 +10,7 @@
 #include <array>
 #include <cerrno>
 
+#include "vmm/http/message.h"
 #include "vmm/http/request_head.h"
 #include "vmm/io/socket_relay.h"
 #include "vmm/pool/host_route.h"
@@ -19,33 +20,12 @@ namespace {
 
 constexpr std::chrono::milliseconds kErrorSendTimeout{2'000};
 
-std::string_view reason(int status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 408:
-      return "Request Timeout";
-    case 409:
-      return "Conflict";
-    case 502:
-      return "Bad Gateway";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Error";
-  }
-}
-
 // A plain-text HTTP answer that ends the connection.
 void refuse(int fd, int stop_fd, int status, const std::string& message) {
-  const std::string body = "dsec-vmm proxy: " + message + "\n";
-  const std::string response = fmt::format(
-      "HTTP/1.1 {} {}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-      "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
-      status, reason(status), body.size(), body);
-  (void)io::send_all(fd, response, kErrorSendTimeout, stop_fd);
+  http::HttpResponse response =
+      http::HttpResponse::text("dsec-vmm proxy: " + message + "\n", "text/plain; charset=utf-8");
+  response.status = status;
+  (void)io::send_all(fd, response.serialize(/*close=*/true), kErrorSendTimeout, stop_fd);
 }
 
 }  // namespace
