@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/support/dsec_vmm.h"
+#include "tests/support/file_text.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sandbox.h"
 
@@ -50,6 +51,12 @@ TEST(VirtioNet, GuestAndHostPingEachOtherOverTheTap) {
       run_process({"/bin/busybox", "ping", "-c", "3", "-W", "5", net + "2"}, 60s);
   EXPECT_EQ(ping.exit_status, 0) << ping.describe() << vm.describe();
   EXPECT_NE(ping.out.find("3 packets received"), std::string::npos) << ping.describe();
+
+  // The host's side is IPv4 only: IPv6 is off on the TAP, so it has no link-local address
+  // for the guest to reach and sends the guest no neighbour discovery or MLD frames.
+  EXPECT_EQ(file_text("/proc/sys/net/ipv6/conf/" + tap + "/disable_ipv6"), "1\n");
+  const std::string addresses = file_text("/proc/net/if_inet6");
+  EXPECT_EQ(addresses.find(" " + tap + "\n"), std::string::npos) << addresses;
 }
 
 }  // namespace

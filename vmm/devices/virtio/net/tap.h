@@ -33,7 +33,7 @@ struct TapConfig {
 class Tap {
  public:
   // Opens /dev/net/tun and attaches to (or creates) the TAP `config.name`; with host_ip,
-  // gives the interface that address and brings it up. Needs CAP_NET_ADMIN unless the
+  // gives the interface that address, turns IPv6 off on it, and brings it up. Needs CAP_NET_ADMIN unless the
   // interface exists and belongs to the caller. With handed_in_fd: adopt(handed_in_fd).
   static Result<Tap> open(const TapConfig& config);
 
