@@ -28,5 +28,6 @@ bench sandbox-vs-qemu "exec \`true\` round trip" --rounds 1 --disk-mib 4 --rand-
   --stream-lines 1000
 bench restore-vs-qemu "restore <= 0.2x QEMU's" --rounds 1 --clones 2 --vcpus 1 --memory 128
 bench isolation-cost "ratios of the medians" --rounds 1 --vcpus 1 --memory 128
+bench network "guest to host, MiB/s" --rounds 1 --mib 1
 bench image-memory "Debian / default, host memory per sandbox" --count 2 --restores 1 --idle-s 1 --memory 128
 exit $((failures > 0))

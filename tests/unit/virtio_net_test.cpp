@@ -16,96 +16,12 @@
 
 #include "tests/support/result_matchers.h"
 #include "tests/support/virtq_driver.h"
+#include "tests/unit/virtio_net_fixture.h"
 #include "vmm/devices/virtio/net/net.h"
 #include "vmm/io/event_loop.h"
 
 namespace dsec::virtio {
 namespace {
-
-using testing::DriverQueue;
-using testing::kNext;
-using testing::kWrite;
-using testing::QueueLayout;
-using UsedElem = DriverQueue::UsedElem;
-
-constexpr uint64_t kMiB = 1 << 20;
-constexpr uint64_t kBuf = 0x10000;
-constexpr MacAddress kMac{0x52, 0x54, 0x00, 0xab, 0xcd, 0xef};
-
-GuestMemory make_memory() {
-  const std::array<GuestRange, 1> ranges{{{0, 1 * kMiB}}};
-  return std::move(GuestMemory::anonymous(ranges).value());
-}
-
-std::vector<uint8_t> frame_of(size_t size, uint8_t seed) {
-  std::vector<uint8_t> frame(size);
-  for (size_t i = 0; i < size; ++i) frame[i] = static_cast<uint8_t>(seed + i);
-  return frame;
-}
-
-class VirtioNetTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_OK(memory_.fill(0, 1 * kMiB, 0));
-    int fds[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
-    peer_.reset(fds[1]);
-    auto device = VirtioNet::create_on_fd(UniqueFd(fds[0]), kMac, memory_, loop_, limiters_);
-    ASSERT_OK(device);
-    net_ = std::move(*device);
-    queues_.push_back(VirtQueue::create(VirtioNet::kQueueSize).value());
-    queues_.push_back(VirtQueue::create(VirtioNet::kQueueSize).value());
-    queues_[0].state() = rx_.queue_state(false, true);
-    queues_[1].state() = tx_.queue_state(false, true);
-    ASSERT_OK(queues_[0].validate(memory_));
-    ASSERT_OK(queues_[1].validate(memory_));
-    ASSERT_OK(net_->activate(queues_, net_->features(), interrupt_));
-    pump();
-  }
-  void TearDown() override {
-    if (net_) net_->reset();
-    net_.reset();
-  }
-
-  void pump() {
-    for (int i = 0; i < 10; ++i) {
-      ASSERT_OK(loop_.run_once(std::chrono::milliseconds(5)));
-    }
-  }
-  void send_from_host(const std::vector<uint8_t>& frame) {
-    ASSERT_EQ(::send(peer_.get(), frame.data(), frame.size(), 0),
-              static_cast<ssize_t>(frame.size()));
-  }
-  // Turns the loop until `done` holds; false if not within 5 s.
-  template <typename Done>
-  bool turn_until(Done done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!done()) {
-      if (std::chrono::steady_clock::now() >= deadline ||
-          !loop_.run_once(std::chrono::milliseconds(10))) {
-        return false;
-      }
-    }
-    return true;
-  }
-  std::vector<uint8_t> bytes_at(uint64_t gpa, uint64_t len) {
-    std::vector<uint8_t> out(len);
-    EXPECT_TRUE(memory_.read(gpa, out).has_value());
-    return out;
-  }
-
-  GuestMemory memory_ = make_memory();
-  io::EventLoop loop_ = std::move(io::EventLoop::create().value());
-  DriverQueue rx_{memory_, QueueLayout{.size = 8, .desc = 0x1000, .avail = 0x2000, .used = 0x3000}};
-  DriverQueue tx_{memory_, QueueLayout{.size = 8, .desc = 0x4000, .avail = 0x5000, .used = 0x6000}};
-  std::vector<VirtQueue> queues_;
-  int raised_ = 0;
-  std::shared_ptr<VirtioInterrupt> interrupt_ =
-      std::make_shared<VirtioInterrupt>([this](bool raised) { raised_ += raised ? 1 : 0; });
-  UniqueFd peer_;
-  NetRateLimiters limiters_;  // what SetUp() creates the device with
-  std::unique_ptr<VirtioNet> net_;
-};
 
 // One frame each way per 400 ms: the first goes at once, the others wait for the
 // limiter's timer, which turns up on the loop without the guest or the host doing more.

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/if_tun.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -186,9 +187,11 @@ std::vector<SyscallRule> io() {
   // A dead loop ends the VM: the vCPUs are kicked.
   append(rules, kick_vcpus());
   append(rules, {
-                    // virtio-net: frames from and to the TAP
+                    // virtio-net: frames from and to the TAP, and the offloads the guest
+                    // took, set on the TAP after each activation
                     allow("readv"),
                     allow("writev"),
+                    ioctl(TUNSETOFFLOAD),
                     // virtio-vsock: host processes connect to its Unix socket, and the
                     // guest connects to host ports (Unix sockets beside it)
                     allow("accept4"),

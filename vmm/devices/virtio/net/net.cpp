@@ -1,6 +1,7 @@
 #include "vmm/devices/virtio/net/net.h"
 
 #include <fcntl.h>
+#include <linux/if_tun.h>
 #include <spdlog/spdlog.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -41,8 +42,26 @@ std::string format_mac(const MacAddress& mac) {
   return out;
 }
 
-VirtioNet::VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop)
-    : fd_(std::move(fd)), mac_(mac), memory_(memory), loop_(loop), frame_(kMaxFrameSize) {}
+unsigned tap_offloads_for(uint64_t guest_features) {
+  const auto took = [guest_features](unsigned bit) {
+    return (guest_features & feature_bit(bit)) != 0;
+  };
+  // Segmentation offloads are only meaningful with checksum offload (5.1.3.1).
+  if (!took(kNetFeatureGuestCsum)) {
+    return 0;
+  }
+  return TUN_F_CSUM | (took(kNetFeatureGuestTso4) ? TUN_F_TSO4 : 0U) |
+         (took(kNetFeatureGuestTso6) ? TUN_F_TSO6 : 0U);
+}
+
+VirtioNet::VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop,
+                     FrameFormat format)
+    : fd_(std::move(fd)),
+      format_(std::move(format)),
+      mac_(mac),
+      memory_(memory),
+      loop_(loop),
+      frame_(kReadBufferSize) {}
 
 Result<std::unique_ptr<VirtioNet>> VirtioNet::create(const TapConfig& tap, const MacAddress& mac,
                                                      GuestMemory& memory, io::EventLoop& loop,
@@ -51,19 +70,26 @@ Result<std::unique_ptr<VirtioNet>> VirtioNet::create(const TapConfig& tap, const
   if (!opened) {
     return std::unexpected(opened.error().with_context("virtio-net"));
   }
-  spdlog::debug("virtio-net: TAP {}, guest MAC {}", opened->name(), format_mac(mac));
+  spdlog::debug("virtio-net: TAP {}, guest MAC {}, {}", opened->name(), format_mac(mac),
+                opened->vnet_header() ? "offloads" : "no virtio_net_hdr on the TAP: no offloads");
   // The Tap's fd moves into the device; the Tap object itself holds nothing else.
-  return create_on_fd(UniqueFd(::fcntl(opened->fd(), F_DUPFD_CLOEXEC, 0)), mac, memory, loop,
-                      limiters);
+  UniqueFd fd(::fcntl(opened->fd(), F_DUPFD_CLOEXEC, 0));
+  const int raw = fd.get();
+  FrameFormat format{.vnet_header = opened->vnet_header(), .set_offloads = [raw](unsigned flags) {
+                       return Tap::set_offloads(raw, flags);
+                     }};
+  return create_on_fd(std::move(fd), mac, memory, loop, limiters, std::move(format));
 }
 
 Result<std::unique_ptr<VirtioNet>> VirtioNet::create_on_fd(UniqueFd fd, const MacAddress& mac,
                                                            GuestMemory& memory, io::EventLoop& loop,
-                                                           const NetRateLimiters& limiters) {
+                                                           const NetRateLimiters& limiters,
+                                                           FrameFormat format) {
   if (!fd) {
     return fail_errno("virtio-net: the TAP fd", errno);
   }
-  std::unique_ptr<VirtioNet> device(new VirtioNet(std::move(fd), mac, memory, loop));
+  std::unique_ptr<VirtioNet> device(
+      new VirtioNet(std::move(fd), mac, memory, loop, std::move(format)));
   VirtioNet* self = device.get();
   device->dispatch_ = DSEC_TRY(
       LoopDispatch::create(loop, device->mutex_, [self](uint16_t queue) { self->serve(queue); }));
@@ -79,8 +105,15 @@ VirtioNet::~VirtioNet() {
 
 uint64_t VirtioNet::features() const {
   // VirtQueue::pop() handles indirect descriptors and event idx.
-  return feature_bit(kNetFeatureMac) | feature_bit(kNetFeatureStatus) |
-         feature_bit(kFeatureIndirectDesc) | feature_bit(kFeatureEventIdx);
+  uint64_t features = feature_bit(kNetFeatureMac) | feature_bit(kNetFeatureStatus) |
+                      feature_bit(kFeatureIndirectDesc) | feature_bit(kFeatureEventIdx);
+  if (format_.vnet_header) {
+    for (const unsigned bit : {kNetFeatureCsum, kNetFeatureGuestCsum, kNetFeatureGuestTso4,
+                               kNetFeatureGuestTso6, kNetFeatureHostTso4, kNetFeatureHostTso6}) {
+      features |= feature_bit(bit);
+    }
+  }
+  return features;
 }
 
 void VirtioNet::read_config(uint64_t offset, std::span<uint8_t> data) const {
@@ -91,7 +124,7 @@ void VirtioNet::read_config(uint64_t offset, std::span<uint8_t> data) const {
   copy_config(config, offset, data);
 }
 
-Status VirtioNet::activate(std::span<VirtQueue> queues, uint64_t /*features*/,
+Status VirtioNet::activate(std::span<VirtQueue> queues, uint64_t features,
                            std::shared_ptr<VirtioInterrupt> interrupt) {
   if (queues.size() != 2) {
     return fail("virtio-net: activated with " + std::to_string(queues.size()) +
@@ -102,7 +135,11 @@ Status VirtioNet::activate(std::span<VirtQueue> queues, uint64_t /*features*/,
     queues_ = queues;
     interrupt_ = std::move(interrupt);
     frame_pending_ = false;
-    dispatch_->defer(kRxQueue);  // starts watching the TAP
+    if (format_.vnet_header) {
+      pending_offloads_ = tap_offloads_for(features);
+      rx_header_passes_ = *pending_offloads_ != 0;
+    }
+    dispatch_->defer(kRxQueue);  // sets the offloads and starts watching the TAP
   }
   return ok();
 }
@@ -112,6 +149,7 @@ void VirtioNet::reset() {
   queues_ = {};
   interrupt_.reset();
   frame_pending_ = false;
+  rx_header_passes_ = false;
   dispatch_->clear();
   // The TAP watch, if any, finds the device inactive and stops itself.
 }
@@ -188,9 +226,9 @@ Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
         "virtio-net: tx chain {} holds {} bytes, not a {}-byte header and a frame of at most {}",
         chain.head, readable, kHeaderSize, kMaxFrameSize));
   }
-  // The frame, gathered past the header.
-  const std::vector<iovec> iov =
-      DSEC_TRY(host_iovecs(memory_, slice_buffers(chain.readable, kHeaderSize)));
+  // The frame, gathered past the header; with the TAP's own header, the header too.
+  const std::vector<iovec> iov = DSEC_TRY(host_iovecs(
+      memory_, format_.vnet_header ? chain.readable : slice_buffers(chain.readable, kHeaderSize)));
   if (!iov.empty()) {
     ssize_t n;
     do {
@@ -198,11 +236,12 @@ Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
     } while (n < 0 && errno == EINTR);
     if (n < 0 && log_limiter_.allow()) {
       // EAGAIN: the TAP's queue is full; the frame is dropped, as a busy link would.
+      // EINVAL: the host's kernel refused the guest's header.
       spdlog::warn("virtio-net: sending a frame: {}; dropped", std::strerror(errno));
     }
     if (n >= 0) {
       metrics_->tx_packets_count.inc();
-      metrics_->tx_bytes_count.add(static_cast<uint64_t>(n));
+      metrics_->tx_bytes_count.add(readable - kHeaderSize);
     }
   }
   return 0;
@@ -219,36 +258,22 @@ void VirtioNet::process_rx() {
   VirtQueue& q = queues_[kRxQueue];
   bool returned = false;
   for (;;) {
-    if (!frame_pending_) {
-      ssize_t n;
-      do {
-        n = ::read(fd_.get(), frame_.data(), frame_.size());
-      } while (n < 0 && errno == EINTR);
-      if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && log_limiter_.allow()) {
-          spdlog::warn("virtio-net: reading from the TAP: {}", std::strerror(errno));
-        }
-        break;
-      }
-      if (n == 0) {
-        // The other end is gone (a socket in tests); stop polling what stays readable.
-        unwatch_tap();
-        break;
-      }
-      frame_len_ = static_cast<size_t>(n);
-      frame_pending_ = true;
+    if (!frame_pending_ && !read_frame()) {
+      break;
     }
-    auto chain = q.pop(memory_);
-    if (!chain) {
-      report_broken(chain.error());
+    auto popped = q.pop(memory_);
+    if (!popped) {
+      report_broken(popped.error());
       unwatch_tap();
       break;
     }
-    if (!chain->has_value()) {
+    const std::optional<DescriptorChain>& chain = *popped;
+    if (!chain) {
       // No buffer: keep the frame and wait for the guest's rx notification.
       unwatch_tap();
       break;
     }
+    const DescriptorChain& c = *chain;
     if (rx_limiter_ && !rx_limiter_->admit(frame_len_)) {
       metrics_->rx_rate_limiter_throttled.inc();
       // Out of tokens: the frame waits, the TAP queues (then drops) what follows, and the
@@ -257,14 +282,10 @@ void VirtioNet::process_rx() {
       unwatch_tap();
       break;
     }
-    const DescriptorChain& c = **chain;
     uint32_t written = 0;
     if (c.writable_bytes() >= kHeaderSize + frame_len_) {
-      std::array<uint8_t, kHeaderSize> header{};
-      header[10] = 1;  // num_buffers (le16)
-      const std::span<const uint8_t> frame(frame_.data(), frame_len_);
-      if (write_buffers(memory_, c.writable, header) &&
-          write_buffers(memory_, slice_buffers(c.writable, kHeaderSize), frame)) {
+      if (write_buffers(memory_, c.writable,
+                        std::span<const uint8_t>(frame_.data(), kHeaderSize + frame_len_))) {
         written = static_cast<uint32_t>(kHeaderSize + frame_len_);
         metrics_->rx_packets_count.inc();
         metrics_->rx_bytes_count.add(frame_len_);
@@ -283,6 +304,60 @@ void VirtioNet::process_rx() {
   }
   if (returned) {
     signal_used_if_wanted(q, memory_, *interrupt_);
+  }
+}
+
+bool VirtioNet::read_frame() {
+  apply_pending_offloads();
+  // Without the TAP's header, the frame goes past a zeroed one.
+  const size_t at = format_.vnet_header ? 0 : kHeaderSize;
+  for (;;) {
+    ssize_t n;
+    do {
+      n = ::read(fd_.get(), frame_.data() + at, frame_.size() - at);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && log_limiter_.allow()) {
+        spdlog::warn("virtio-net: reading from the TAP: {}", std::strerror(errno));
+      }
+      return false;
+    }
+    if (n == 0) {
+      // The other end is gone (a socket in tests); stop polling what stays readable.
+      unwatch_tap();
+      return false;
+    }
+    const size_t total = at + static_cast<size_t>(n);
+    if (total < kHeaderSize || total - kHeaderSize > kMaxFrameSize) {
+      if (log_limiter_.allow()) {
+        spdlog::warn("virtio-net: a {}-byte read from the TAP is no frame; dropped", n);
+      }
+      continue;
+    }
+    if (!rx_header_passes_) {
+      // No header from the TAP, or a guest that took no offload: its flags and GSO fields
+      // must be zero (5.1.6.4.1), whatever the host's stack marked.
+      std::fill_n(frame_.begin(), kHeaderSize, 0);
+    }
+    frame_[10] = 1;  // num_buffers (le16): one chain holds the frame
+    frame_[11] = 0;
+    frame_len_ = total - kHeaderSize;
+    frame_pending_ = true;
+    return true;
+  }
+}
+
+void VirtioNet::apply_pending_offloads() {
+  if (!pending_offloads_) {
+    return;
+  }
+  const unsigned flags = *pending_offloads_;
+  pending_offloads_.reset();
+  if (!format_.set_offloads) {
+    return;
+  }
+  if (auto set = format_.set_offloads(flags); !set && log_limiter_.allow()) {
+    spdlog::warn("virtio-net: {}; the host sends the guest no large frames", set.error().message());
   }
 }
 

@@ -1,8 +1,18 @@
 // virtio-net (virtio 1.2, 5.1) on a host TAP device (tap.h): one rx (0) and one tx (1)
-// queue, no control queue, no offloads. The configuration space is the MAC address and
-// the link status (always up). With VIRTIO_F_VERSION_1 every frame on either queue comes
-// after a 12-byte struct virtio_net_hdr (num_buffers included); the device sends the frame
-// to the TAP without it, and gives every received frame a zeroed header with num_buffers 1.
+// queue, no control queue. The configuration space is the MAC address and the link status
+// (always up). With VIRTIO_F_VERSION_1 every frame on either queue comes after a 12-byte
+// struct virtio_net_hdr (num_buffers included).
+//
+// Offloads: on a TAP that carries the same header (IFF_VNET_HDR, as Tap::open opens it),
+// the header passes through both ways, and the device offers checksum offload and TCP
+// segmentation both ways (CSUM, HOST_TSO4/6; GUEST_CSUM, GUEST_TSO4/6): the guest sends
+// frames of up to 64 KiB that the host's stack segments, and gets the host's large frames
+// whole when it gives big enough rx buffers. Whatever the guest puts in a tx header, the
+// host's kernel checks (tun's virtio_net_hdr_to_skb) and drops what is malformed. What the
+// guest took of the GUEST_* features sets the TAP's offloads (TUNSETOFFLOAD), on the loop
+// thread after activation. On an fd without the header (a TAP handed in without it, or a
+// socket in tests) the device offers no offloads, sends frames without the header, and
+// gives every received frame a zeroed header with num_buffers 1.
 //
 // Threading: all the device's work runs on the VM's event loop, under the device's lock:
 // the TAP fd is watched there, and notify() from the loop thread (the machine's ioeventfd
@@ -19,6 +29,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,7 +51,13 @@
 namespace dsec::virtio {
 
 // Feature bits (5.1.3).
+inline constexpr unsigned kNetFeatureCsum = 0;
+inline constexpr unsigned kNetFeatureGuestCsum = 1;
 inline constexpr unsigned kNetFeatureMac = 5;
+inline constexpr unsigned kNetFeatureGuestTso4 = 7;
+inline constexpr unsigned kNetFeatureGuestTso6 = 8;
+inline constexpr unsigned kNetFeatureHostTso4 = 11;
+inline constexpr unsigned kNetFeatureHostTso6 = 12;
 inline constexpr unsigned kNetFeatureStatus = 16;
 inline constexpr uint16_t kNetStatusLinkUp = 1;
 
@@ -57,6 +74,16 @@ struct NetRateLimiters {
   devices::RateLimiterConfig tx{};
 };
 
+// How the device's fd frames what it carries: each frame alone, or after a 12-byte
+// virtio_net_hdr, with a way to set the host's offloads (Tap::set_offloads on a TAP).
+struct FrameFormat {
+  bool vnet_header = false;
+  std::function<Status(unsigned tun_flags)> set_offloads;
+};
+
+// The TAP offloads (TUN_F_*) that the guest's accepted features allow the host to use.
+unsigned tap_offloads_for(uint64_t guest_features);
+
 class VirtioNet final : public VirtioDevice {
  public:
   static constexpr uint16_t kRxQueue = 0;
@@ -66,6 +93,9 @@ class VirtioNet final : public VirtioDevice {
   static constexpr uint32_t kHeaderSize = 12;  // struct virtio_net_hdr with num_buffers
   // The largest frame either way: 64 KiB plus an Ethernet and a VLAN header.
   static constexpr uint32_t kMaxFrameSize = 65550;
+  // What one read from the fd may hold: a header and the largest frame, and a little more,
+  // so that a read that fills it is known to be a frame too big.
+  static constexpr uint32_t kReadBufferSize = kHeaderSize + kMaxFrameSize + 64;
 
   // Opens (or creates) the TAP and registers the device's watches on `loop`: call it on
   // the loop's thread, or before the loop runs.
@@ -74,9 +104,11 @@ class VirtioNet final : public VirtioDevice {
                                                    const NetRateLimiters& limiters = {});
   // The same on an fd already open that carries one Ethernet frame per read and write,
   // non-blocking (a TAP, or in tests a SOCK_SEQPACKET socket).
+  // With `format.vnet_header`, each frame comes after a 12-byte virtio_net_hdr.
   static Result<std::unique_ptr<VirtioNet>> create_on_fd(UniqueFd fd, const MacAddress& mac,
                                                          GuestMemory& memory, io::EventLoop& loop,
-                                                         const NetRateLimiters& limiters = {});
+                                                         const NetRateLimiters& limiters = {},
+                                                         FrameFormat format = {});
   ~VirtioNet() override;
   VirtioNet(const VirtioNet&) = delete;
   VirtioNet& operator=(const VirtioNet&) = delete;
@@ -100,7 +132,8 @@ class VirtioNet final : public VirtioDevice {
   const std::shared_ptr<devices::NetMetrics>& metrics() const { return metrics_; }
 
  private:
-  VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop);
+  VirtioNet(UniqueFd fd, const MacAddress& mac, GuestMemory& memory, io::EventLoop& loop,
+            FrameFormat format);
 
   // On the loop thread.
   void on_tap_readable();
@@ -113,6 +146,11 @@ class VirtioNet final : public VirtioDevice {
   // Error for a chain that is no frame, which breaks the queue.
   Result<uint32_t> send_frame(const DescriptorChain& chain);
   void process_rx();
+  // Reads one frame from the fd into frame_ (its header first); false when none is there.
+  bool read_frame();
+  // The offloads the last activation asked for, set on the TAP (on the loop thread: the
+  // vCPU threads' seccomp filter has no TAP ioctl).
+  void apply_pending_offloads();
   void watch_tap();
   void unwatch_tap();
   void report_broken(const Error& error);
@@ -120,6 +158,7 @@ class VirtioNet final : public VirtioDevice {
   void replace_limiters(const NetRateLimiters& limiters);
 
   UniqueFd fd_;
+  const FrameFormat format_;
   const MacAddress mac_;
   GuestMemory& memory_;
   io::EventLoop& loop_;
@@ -129,8 +168,12 @@ class VirtioNet final : public VirtioDevice {
   std::unique_ptr<LoopDispatch> dispatch_;
   std::span<VirtQueue> queues_;
   std::shared_ptr<VirtioInterrupt> interrupt_;
-  std::vector<uint8_t> frame_;  // a frame read from the TAP, not yet delivered
+  // A frame read from the TAP, not yet delivered: its virtio_net_hdr (the TAP's, or zeros),
+  // num_buffers set to 1, then frame_len_ bytes of the frame.
+  std::vector<uint8_t> frame_;
   size_t frame_len_ = 0;
+  std::optional<unsigned> pending_offloads_;
+  bool rx_header_passes_ = false;  // the TAP's header goes to the guest as it is
   bool frame_pending_ = false;
   std::vector<uint8_t> tx_scratch_;
   LogRateLimiter log_limiter_;

@@ -5,9 +5,9 @@
 #include <linux/if.h>
 #include <linux/if_tun.h>
 #include <netinet/in.h>
+#include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -46,10 +46,20 @@ void disable_ipv6(const std::string& name) {
     return;
   }
   if (!fd || ::write(fd.get(), "1", 1) != 1) {
-    spdlog::warn("TAP {}: turning IPv6 off ({}): {}; the host's kernel will send the guest "
-                 "IPv6 link-local traffic",
-                 name, path, std::strerror(errno));
+    spdlog::warn(
+        "TAP {}: turning IPv6 off ({}): {}; the host's kernel will send the guest "
+        "IPv6 link-local traffic",
+        name, path, std::strerror(errno));
   }
+}
+
+// The header's size on the fd: struct virtio_net_hdr_v1, num_buffers included (12 bytes).
+Status set_vnet_header_size(int fd, const std::string& what) {
+  const int size = 12;
+  if (::ioctl(fd, TUNSETVNETHDRSZ, &size) != 0) {
+    return fail_errno(what + ": TUNSETVNETHDRSZ", errno);
+  }
+  return ok();
 }
 
 }  // namespace
@@ -85,7 +95,7 @@ Result<Tap> Tap::open(const TapConfig& config) {
     return fail_errno("/dev/net/tun", errno, kPrivilegeHint);
   }
   ifreq ifr{};
-  ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
   std::strncpy(ifr.ifr_name, config.name.c_str(), IFNAMSIZ - 1);
   if (::ioctl(fd.get(), TUNSETIFF, &ifr) != 0) {
     return fail_errno(
@@ -93,6 +103,7 @@ Result<Tap> Tap::open(const TapConfig& config) {
         kPrivilegeHint);
   }
   std::string name(ifr.ifr_name, ::strnlen(ifr.ifr_name, IFNAMSIZ));
+  DSEC_TRY(set_vnet_header_size(fd.get(), "TAP " + name));
   if (config.host_ip) {
     UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (!sock) {
@@ -113,7 +124,7 @@ Result<Tap> Tap::open(const TapConfig& config) {
       return fail_errno("TAP " + name + ": bringing it up", errno, "need CAP_NET_ADMIN");
     }
   }
-  return Tap(std::move(fd), std::move(name));
+  return Tap(std::move(fd), std::move(name), true);
 }
 
 Result<Tap> Tap::adopt(int fd) {
@@ -135,7 +146,19 @@ Result<Tap> Tap::adopt(int fd) {
   if (flags < 0 || ::fcntl(own.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
     return fail_errno(what + ": O_NONBLOCK", errno);
   }
-  return Tap(std::move(own), std::string(ifr.ifr_name, ::strnlen(ifr.ifr_name, IFNAMSIZ)));
+  const bool vnet_header = (ifr.ifr_flags & IFF_VNET_HDR) != 0;
+  if (vnet_header) {
+    DSEC_TRY(set_vnet_header_size(own.get(), what));
+  }
+  return Tap(std::move(own), std::string(ifr.ifr_name, ::strnlen(ifr.ifr_name, IFNAMSIZ)),
+             vnet_header);
+}
+
+Status Tap::set_offloads(int fd, unsigned tun_flags) {
+  if (::ioctl(fd, TUNSETOFFLOAD, static_cast<unsigned long>(tun_flags)) != 0) {
+    return fail_errno("TAP: TUNSETOFFLOAD " + std::to_string(tun_flags), errno);
+  }
+  return ok();
 }
 
 }  // namespace dsec::virtio

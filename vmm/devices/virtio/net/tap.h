@@ -1,5 +1,9 @@
 // A Linux TAP device (Documentation/networking/tuntap.rst): Ethernet frames, one per
 // read(2)/write(2), with no packet-information prefix (IFF_NO_PI). The fd is non-blocking.
+// A TAP this process opens carries a 12-byte struct virtio_net_hdr before each frame
+// (IFF_VNET_HDR, TUNSETVNETHDRSZ 12: virtio 1.x's header, num_buffers included, which the
+// kernel skips), so that checksum and segmentation offloads pass between the guest and the
+// host's stack; one handed in open has the header if its opener attached it so.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +37,9 @@ struct TapConfig {
 class Tap {
  public:
   // Opens /dev/net/tun and attaches to (or creates) the TAP `config.name`; with host_ip,
-  // gives the interface that address, turns IPv6 off on it, and brings it up. Needs CAP_NET_ADMIN unless the
-  // interface exists and belongs to the caller. With handed_in_fd: adopt(handed_in_fd).
+  // gives the interface that address, turns IPv6 off on it, and brings it up. Needs
+  // CAP_NET_ADMIN unless the interface exists and belongs to the caller. With
+  // handed_in_fd: adopt(handed_in_fd).
   static Result<Tap> open(const TapConfig& config);
 
   // A TAP opened by someone else and handed to this process as `fd` (a jailed VMM's TAP,
@@ -42,14 +47,22 @@ class Tap {
   // information, made non-blocking, and duplicated (`fd` stays the caller's).
   static Result<Tap> adopt(int fd);
 
+  // The offloads (TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6) the host's stack may use in frames
+  // it gives the TAP's reader: what the guest took of the matching virtio-net features.
+  static Status set_offloads(int fd, unsigned tun_flags);
+
   int fd() const { return fd_.get(); }
   const std::string& name() const { return name_; }
+  // Whether each frame comes after a 12-byte virtio_net_hdr.
+  bool vnet_header() const { return vnet_header_; }
 
  private:
-  Tap(UniqueFd fd, std::string name) : fd_(std::move(fd)), name_(std::move(name)) {}
+  Tap(UniqueFd fd, std::string name, bool vnet_header)
+      : fd_(std::move(fd)), name_(std::move(name)), vnet_header_(vnet_header) {}
 
   UniqueFd fd_;
   std::string name_;
+  bool vnet_header_ = false;
 };
 
 }  // namespace dsec::virtio
