@@ -2,6 +2,8 @@
 // "rx_rate_limiter" and "tx_rate_limiter" (PUT /images/{name}) read strictly, kept in
 // images.json, refused with the field and its bounds when negative, fractional, huge,
 // zero or malformed; and `restore --net-rate-limiters`'s JSON, which the pool's clones get.
+#include "vmm/network/clone_rate_limits.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +12,6 @@
 
 #include "tests/support/result_matchers.h"
 #include "vmm/machine/snapshot_config.h"
-#include "vmm/network/clone_rate_limits.h"
 #include "vmm/pool/pool_requests.h"
 #include "vmm/pool/vmm_launcher.h"
 
@@ -38,14 +39,14 @@ TEST(CloneRateLimits, AnImagesLimitsAreNoneByDefaultAndKeptInImagesJson) {
           "refill_time": 100}}, "tx_rate_limiter": {"bandwidth": {"size": 62500,
           "one_time_burst": 1000000, "refill_time": 100}, "ops": {"size": 100,
           "refill_time": 1000}}})"));
-  EXPECT_EQ(spec.net_rate_limits.rx,
-            (RateLimiterConfig{.bandwidth = TokenBucketConfig{.size = 125000, .refill_time_ms = 100},
-                               .ops = std::nullopt}));
+  EXPECT_EQ(
+      spec.net_rate_limits.rx,
+      (RateLimiterConfig{.bandwidth = TokenBucketConfig{.size = 125000, .refill_time_ms = 100},
+                         .ops = std::nullopt}));
   EXPECT_EQ(spec.net_rate_limits.tx.bandwidth,
             (TokenBucketConfig{.size = 62500, .one_time_burst = 1000000, .refill_time_ms = 100}));
   EXPECT_EQ(spec.net_rate_limits.tx.ops, (TokenBucketConfig{.size = 100, .refill_time_ms = 1000}));
-  ASSERT_OK_AND_ASSIGN(const auto again,
-                       pool::image_spec_from_json(pool::image_spec_json(spec)));
+  ASSERT_OK_AND_ASSIGN(const auto again, pool::image_spec_from_json(pool::image_spec_json(spec)));
   EXPECT_EQ(again, spec);
   // The same limits as restore's --net-rate-limiters takes them.
   ASSERT_OK_AND_ASSIGN(const auto passed,
@@ -71,10 +72,12 @@ TEST(CloneRateLimits, BadLimitsAreRefusedNamingTheFieldAndItsBounds) {
   EXPECT_THAT(refusal(R"("tx_rate_limiter": {"ops": {"size": 10, "one_time_burst":
       18446744073709551615, "refill_time": 1}})"),
               HasSubstr("'tx_rate_limiter.ops': size 10, one_time_burst 18446744073709551615"));
-  EXPECT_THAT(refusal(R"("rx_rate_limiter": {"bandwidth": {"size": 1000, "refill_time": 3600001}})"),
-              HasSubstr("refill_time' from 1 to 3600000 ms"));
-  EXPECT_THAT(refusal(R"("rx_rate_limiter": {"bandwidth": {"size": 0, "refill_time": 100}})"),
-              HasSubstr("'rx_rate_limiter.bandwidth': a 'size' or 'refill_time' of 0 limits nothing"));
+  EXPECT_THAT(
+      refusal(R"("rx_rate_limiter": {"bandwidth": {"size": 1000, "refill_time": 3600001}})"),
+      HasSubstr("refill_time' from 1 to 3600000 ms"));
+  EXPECT_THAT(
+      refusal(R"("rx_rate_limiter": {"bandwidth": {"size": 0, "refill_time": 100}})"),
+      HasSubstr("'rx_rate_limiter.bandwidth': a 'size' or 'refill_time' of 0 limits nothing"));
   EXPECT_THAT(refusal(R"("rx_rate_limiter": {"bandwidth": {"size": 10, "refill_time": 0}})"),
               HasSubstr("leave the bucket out for no limit"));
   EXPECT_THAT(refusal(R"("rx_rate_limiter": {"bandwidth": {"size": 10}})"),

@@ -120,11 +120,12 @@ TEST(PoolEgress, AResolverIsOneAddressAndTheImagesHoldsUnlessTheCallerNamesOne) 
   ASSERT_OK_AND_ASSIGN(combined, caller_egress(spec.egress, own));
   EXPECT_EQ(combined.resolver, 0x01010101U);
 
-  for (const char* bad : {R"("10.0.2")", R"("10.0.2.3/32")", R"("10.0.2.3:53")", R"("0.0.0.0")",
-                          R"("255.255.255.255")", R"("224.0.0.251")", R"("::1")", R"(" 10.0.2.3")",
-                          R"("")"}) {
+  for (const char* bad :
+       {R"("10.0.2")", R"("10.0.2.3/32")", R"("10.0.2.3:53")", R"("0.0.0.0")",
+        R"("255.255.255.255")", R"("224.0.0.251")", R"("::1")", R"(" 10.0.2.3")", R"("")"}) {
     EXPECT_THAT(refusal(std::string(R"({"mode": "none", "resolver": )") + bad + "}"),
-                HasSubstr("resolver")) << bad;
+                HasSubstr("resolver"))
+        << bad;
   }
   EXPECT_THAT(refusal(R"({"resolver": 167772675})"), HasSubstr("resolver"));
   EXPECT_THAT(refusal(R"({"resolver": "10.0.2.3"})"), HasSubstr("accepted"));
