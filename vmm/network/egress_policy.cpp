@@ -137,9 +137,10 @@ std::string egress_ruleset(const EgressPolicy& policy, const EgressScope& scope)
     out += fmt::format("    iifname \"{}\" ip daddr @reserved {}\n", scope.tap, counted_drop());
   }
   if (policy.resolver != 0) {
-    out += fmt::format("    iifname \"{}\" ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 "
-                       "accept\n",
-                       scope.tap, address_string(policy.resolver));
+    out += fmt::format(
+        "    iifname \"{}\" ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 "
+        "accept\n",
+        scope.tap, address_string(policy.resolver));
   }
   if (policy.mode == EgressPolicy::Mode::kAll) {
     out += fmt::format("    iifname \"{}\" oifname \"{}\" accept\n", scope.tap, scope.veth);

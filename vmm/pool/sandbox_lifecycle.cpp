@@ -164,7 +164,8 @@ void SandboxLifecycle::on_ready_readable(const std::string& id) {
 void SandboxLifecycle::sync_guest(Sandbox& sandbox) {
   const std::string id = sandbox.record.id;
   auto task = write_guest_resolver(
-      loop_, sandbox.record.files.vsock, sandbox.record.egress.resolver, [this, id](Status written) {
+      loop_, sandbox.record.files.vsock, sandbox.record.egress.resolver,
+      [this, id](Status written) {
         Sandbox* s = sandboxes_.find(id);
         if (s == nullptr || !s->guest_sync) {
           return;
