@@ -150,8 +150,8 @@ TEST_F(PoolNetworkLoadTest, AFloodingGuestStaysWithinItsLimitAndItsNeighbourKeep
 
 // Each cycle takes the ready clone (or waits for the one being restored) and releases it
 // while the next is restored with a network of its own: a cycle costs one restore. 40, not
-// the 200 issue 39 asks for: a cycle took 5.9 s in the emulated test bed (20 in 119 s,
-// 2026-12-07, on a loaded host), so 200 would take some 20 minutes; 40 take about 4.
+// the 200 issue 39 asks for: a cycle took 5.1 to 5.9 s in the emulated test bed (40 in
+// 206 s, 20 in 119 s, 2026-12-07, on a busy host), so 200 would take 17 to 20 minutes.
 TEST_F(PoolNetworkLoadTest, ManyAcquireAndReleaseCyclesLeaveNoNamespaceLinkOrRuleBehind) {
   constexpr int kCycles = 40;
   start_daemon();
