@@ -68,7 +68,9 @@ inline std::string sh(const PoolDaemon& daemon, const std::string& id, const std
 inline long long metric(const std::string& text, const std::string& name, const std::string& id) {
   const std::string key = name + "{sandbox=\"" + id + "\"";
   const auto at = text.find(key);
-  if (at == std::string::npos) return -1;
+  if (at == std::string::npos) {
+    return -1;
+  }
   const auto space = text.find(' ', at);
   return std::stoll(text.substr(space + 1, text.find('\n', space) - space - 1));
 }
