@@ -8,6 +8,8 @@
 // leave no namespace or link behind; a guest's port is reached through a forwarded host port
 // and through the Host-routed proxy. The server stands for the outside world: a listener
 // in a namespace of its own, routed through the host (tests/support/outside_network.h).
+#include "tests/support/pool_network.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -18,7 +20,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <future>
 #include <set>
 #include <string>
@@ -28,8 +29,6 @@
 #include "tests/support/namespace_listener.h"
 #include "tests/support/outside_network.h"
 #include "tests/support/pool_daemon.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/warm_image.h"
 #include "vmm/http/client.h"
 #include "vmm/network/clone_network_host.h"
 #include "vmm/network/namespace_thread.h"
@@ -42,55 +41,11 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using json = nlohmann::json;
-namespace fs = std::filesystem;
 
 constexpr auto kDeadline = 300s;
 constexpr uint16_t kPort = 7080;
 constexpr uint32_t kServer = 0x0AC90002;  // 10.201.0.2, beyond the host
 const std::string kHttpReply = "HTTP/1.0 200 OK\r\nContent-Length: 14\r\n\r\nfrom the host\n";
-
-// The warm image: a network device on TAP dsnet0, and the guest's eth0 given its address
-// and route before the snapshot, so that every clone wakes with them.
-const WarmImage& network_image() {
-  return shared_warm_image({"--vcpus", "2", "--memory", "256", "--net",
-                            "tap=dsnet0,host=192.168.241.1/29", "--exec",
-                            "ip addr add 192.168.241.2/29 dev eth0 && ip link set eth0 up && "
-                            "ip route add default via 192.168.241.1"});
-}
-
-// The clone networks on the host: their namespaces' files and their veth ends.
-std::set<std::string> clone_networks_on_host() {
-  std::set<std::string> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/run/netns", ec)) {
-    found.insert("netns " + entry.path().filename().string());
-  }
-  for (const auto& entry : fs::directory_iterator("/sys/class/net", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with("vh-") || name.starts_with("dsnet")) {
-      found.insert("link " + name);
-    }
-  }
-  return found;
-}
-
-json acquire(const PoolDaemon& daemon, const json& body = {{"image", "net"}}) {
-  const auto reply = daemon.request("POST", "/sandboxes", body.dump());
-  EXPECT_EQ(reply.status, 201) << reply.body;
-  return reply.status == 201 ? json::parse(reply.body) : json::object();
-}
-
-// `script` with sh -c in sandbox `id`: its exit code and output, "exit N: OUTPUT".
-std::string sh(const PoolDaemon& daemon, const std::string& id, const std::string& script) {
-  const json body = {{"argv", {"sh", "-c", script + " 2>&1"}}, {"timeout_ms", 120000}};
-  const auto reply = daemon.request("POST", "/sandboxes/" + id + "/exec", body.dump());
-  if (reply.status != 200) {
-    return "status " + std::to_string(reply.status) + ": " + reply.body;
-  }
-  const json outcome = json::parse(reply.body);
-  return "exit " + std::to_string(outcome["exit"]["code"].get<int>()) + ": " +
-         outcome["stdout"].get<std::string>();
-}
 
 // An HTTP GET of the server beyond the host, from sandbox `id`.
 std::string fetch(const PoolDaemon& daemon, const std::string& id) {
@@ -145,37 +100,10 @@ std::string http_exchange(uint16_t port, const std::string& request) {
   return got;
 }
 
-// The metric `name`'s value for sandbox `id`, -1 when it is not there.
-long long metric(const std::string& text, const std::string& name, const std::string& id) {
-  const std::string key = name + "{sandbox=\"" + id + "\"";
-  const auto at = text.find(key);
-  if (at == std::string::npos) return -1;
-  const auto space = text.find(' ', at);
-  return std::stoll(text.substr(space + 1, text.find('\n', space) - space - 1));
-}
-
-class PoolNetworkTest : public ::testing::Test {
+class PoolNetworkTest : public PoolNetworkFixture {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(network_image().failure.empty()) << network_image().failure;
-    before_ = clone_networks_on_host();
-  }
-  void start_daemon(std::vector<std::string> args = {}) {
-    args.insert(args.begin(), {"--ready-timeout", "280"});
-    daemon_ = std::make_unique<PoolDaemon>(dir_.path(), args);
-    ASSERT_TRUE(daemon_->serving(60s)) << daemon_->log();
-  }
-  void register_image(const json& limits) {
-    ASSERT_FALSE(link_into_store(network_image(), daemon_->image_dir(), "net").empty());
-    const auto put = daemon_->request("PUT", "/images/net", limits.dump());
-    ASSERT_EQ(put.status, 200) << put.body << daemon_->log();
-  }
-
-  TempDir dir_{fs::path("/run")};
   Outside outside_{kServer, "do-pooltest"};
   Listener server_{outside_.netns(), kServer, kPort, Listener::Kind::kReply, kHttpReply};
-  std::set<std::string> before_;
-  std::unique_ptr<PoolDaemon> daemon_;
 };
 
 TEST_F(PoolNetworkTest, ClonesWithOneAddressFetchAtOnceWhereTheirEgressAllowsIt) {
@@ -239,6 +167,27 @@ TEST_F(PoolNetworkTest, ClonesWithOneAddressFetchAtOnceWhereTheirEgressAllowsIt)
     ASSERT_TRUE(s.contains("id")) << daemon_->log();
     EXPECT_EQ(daemon_->request("DELETE", "/sandboxes/" + s["id"].get<std::string>()).status, 204);
   }
+  EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->log();
+  EXPECT_EQ(clone_networks_on_host(), before_);
+}
+
+// The image's resolver (docs/network.md, "DNS"): in the guest's resolv.conf before it is
+// acquired, and reached on port 53 though the egress is none.
+TEST_F(PoolNetworkTest, AnImagesResolverIsInTheGuestsResolvConfAndReachedOnPort53Alone) {
+  const UniqueFd dns = udp_socket_in(outside_.netns(), kServer, 53);
+  start_daemon();
+  register_image({{"ready", 1}, {"max", 1}, {"egress", {{"resolver", ip(kServer)}}}});
+  const json a = acquire(*daemon_);
+  ASSERT_TRUE(a.contains("id")) << daemon_->log();
+  const std::string id = a["id"];
+  EXPECT_EQ(a["network"]["egress"]["resolver"], ip(kServer));
+  EXPECT_EQ(sh(*daemon_, id, "cat /etc/resolv.conf"), "exit 0: nameserver " + ip(kServer) + "\n");
+  (void)sh(*daemon_, id, "timeout 3 nslookup example.test");
+  char query[512];
+  EXPECT_GT(::recv(dns.get(), query, sizeof query, 0), 12) << "no query reached the resolver";
+  EXPECT_THAT(fetch(*daemon_, id), Not(HasSubstr("from the host")));
+  EXPECT_EQ(server_.connections(), 0);
+  EXPECT_EQ(daemon_->request("DELETE", "/sandboxes/" + id).status, 204);
   EXPECT_EQ(daemon_->stop(SIGTERM), 0) << daemon_->log();
   EXPECT_EQ(clone_networks_on_host(), before_);
 }

@@ -91,4 +91,25 @@ class Listener {
   std::thread thread_;
 };
 
+// A UDP socket bound to ADDRESS:PORT in the network namespace `netns_fd`, which reads only
+// what the test asks for: a flood sent to it is dropped once its buffer is full, and no
+// port-unreachable goes back. Its reads wait at most 5 s.
+inline UniqueFd udp_socket_in(int netns_fd, uint32_t address, uint16_t port) {
+  auto made = network::in_namespace(netns_fd, [&]() -> Result<UniqueFd> {
+    UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const sockaddr_in sin{.sin_family = AF_INET,
+                          .sin_port = htons(port),
+                          .sin_addr = {htonl(address)},
+                          .sin_zero = {}};
+    const timeval timeout{.tv_sec = 5, .tv_usec = 0};
+    if (!fd || ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&sin), sizeof sin) != 0 ||
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout) != 0) {
+      return fail_errno("udp socket on " + ip(address), errno);
+    }
+    return fd;
+  });
+  EXPECT_TRUE(made.has_value()) << made.error().message();
+  return made ? std::move(*made) : UniqueFd();
+}
+
 }  // namespace dsec::test

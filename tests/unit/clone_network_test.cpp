@@ -407,6 +407,45 @@ TEST_F(CloneNetworkTest, AChangedPolicyStopsAConnectionAlreadyUpNotOnlyNewOnes) 
   EXPECT_EQ(next_datagram(beyond.get()), "10.200.0.2 all again");
 }
 
+// A resolver named by the policy is reached on port 53 whatever the mode, and on no other
+// port; one on the host's own address only where reserved_allow names it too.
+TEST_F(CloneNetworkTest, AResolverIsReachedOnPort53AloneWhateverTheMode) {
+  ASSERT_OK_AND_ASSIGN(auto clone, CloneNetwork::make(config_of("c1", run_dir_.path(), 0)));
+  test::Outside outside(0x0AC90002, "do-c1");
+  const FakeGuest guest(clone.namespace_fd());
+  const uint32_t host = clone.host_veth_address();
+  const auto dns = udp_socket(outside.netns(), 0x0AC90002, 53);
+  const auto other = udp_socket(outside.netns(), 0x0AC90002, 54);
+  const auto host_dns = udp_socket(host_.get(), host, 53);
+  ASSERT_TRUE(dns && other && host_dns);
+  ASSERT_OK(clone.set_egress({.resolver = 0x0AC90002}));  // mode none
+  ASSERT_OK_AND_ASSIGN(const std::string rules, clone.ruleset());
+  EXPECT_NE(rules.find("iifname \"tap0\" ip daddr 10.201.0.2 meta l4proto { tcp, udp } th dport "
+                       "53 accept"),
+            std::string::npos)
+      << rules;
+  ASSERT_OK(guest.send(0x0AC90002, 54, "another port"));
+  ASSERT_OK(guest.send(0x0AC90002, 53, "query"));
+  EXPECT_EQ(next_datagram(dns.get()), "10.200.0.2 query");
+
+  ASSERT_OK(clone.set_egress({.resolver = host}));  // reserved: not by this alone
+  ASSERT_OK(guest.send(host, 53, "host, not named"));
+  ASSERT_OK_AND_ASSIGN(auto host_53, parse_egress_rule("10.200.0.1/32:53"));
+  ASSERT_OK(clone.set_egress({.reserved_allow = {host_53}, .resolver = host}));
+  ASSERT_OK(guest.send(host, 53, "host, named"));
+  EXPECT_EQ(next_datagram(host_dns.get()), "10.200.0.2 host, named");
+  ASSERT_OK(clone.set_egress({.mode = EgressPolicy::Mode::kAll,
+                              .deny = {{.destination = {.address = 0x0AC90002, .prefix = 32}}},
+                              .resolver = 0x0AC90002}));
+  ASSERT_OK(guest.send(0x0AC90002, 53, "denied"));
+  ASSERT_OK(clone.set_egress({.resolver = 0x0AC90002}));
+  ASSERT_OK(guest.send(0x0AC90002, 53, "again"));
+  EXPECT_EQ(next_datagram(dns.get()), "10.200.0.2 again");
+  ASSERT_OK_AND_ASSIGN(const auto counted, clone.counters());
+  EXPECT_EQ(counted.dropped_packets, 3U);
+  EXPECT_EQ(clone.config().egress.resolver, 0x0AC90002U);
+}
+
 TEST_F(CloneNetworkTest, EgressIsReplacedWhileItRunsAndABadPolicyLeavesTheOldOne) {
   ASSERT_OK_AND_ASSIGN(auto network, CloneNetwork::make(config_of("c1", run_dir_.path(), 0)));
   ASSERT_OK(network.set_egress({.mode = EgressPolicy::Mode::kAll}));

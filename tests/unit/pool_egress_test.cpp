@@ -100,5 +100,36 @@ TEST(PoolEgress, ACallersPolicyReplacesTheImagesButKeepsItsDenyAndReservedAllow)
   EXPECT_THAT(over.error().message(), HasSubstr("more than 256"));
 }
 
+// A resolver (docs/network.md, "DNS"): an address, kept through images.json and the
+// launcher's JSON, the image's kept under a caller's policy that names none.
+TEST(PoolEgress, AResolverIsOneAddressAndTheImagesHoldsUnlessTheCallerNamesOne) {
+  ASSERT_OK_AND_ASSIGN(const auto spec,
+                       parse_image_spec("base", R"({"egress": {"resolver": "10.0.2.3"}})"));
+  EXPECT_EQ(spec.egress.resolver, 0x0A000203U);
+  EXPECT_EQ(spec.egress.mode, EgressPolicy::Mode::kNone);
+  EXPECT_EQ(image_spec_json(spec)["egress"]["resolver"], "10.0.2.3");
+  ASSERT_OK_AND_ASSIGN(const auto again, image_spec_from_json(image_spec_json(spec)));
+  EXPECT_EQ(again, spec);
+  EXPECT_FALSE(network::egress_json(EgressPolicy{}).contains("resolver"));
+
+  ASSERT_OK_AND_ASSIGN(const auto patch, parse_network_patch(R"({"mode": "all"})"));
+  ASSERT_OK_AND_ASSIGN(auto combined, caller_egress(spec.egress, patch));
+  EXPECT_EQ(combined.resolver, 0x0A000203U);
+  ASSERT_OK_AND_ASSIGN(const auto own,
+                       parse_network_patch(R"({"mode": "none", "resolver": "1.1.1.1"})"));
+  ASSERT_OK_AND_ASSIGN(combined, caller_egress(spec.egress, own));
+  EXPECT_EQ(combined.resolver, 0x01010101U);
+
+  for (const char* bad :
+       {R"("10.0.2")", R"("10.0.2.3/32")", R"("10.0.2.3:53")", R"("0.0.0.0")",
+        R"("255.255.255.255")", R"("224.0.0.251")", R"("::1")", R"(" 10.0.2.3")", R"("")"}) {
+    EXPECT_THAT(refusal(std::string(R"({"mode": "none", "resolver": )") + bad + "}"),
+                HasSubstr("resolver"))
+        << bad;
+  }
+  EXPECT_THAT(refusal(R"({"resolver": 167772675})"), HasSubstr("resolver"));
+  EXPECT_THAT(refusal(R"({"resolver": "10.0.2.3"})"), HasSubstr("accepted"));
+}
+
 }  // namespace
 }  // namespace dsec::pool

@@ -17,6 +17,7 @@
 #include "vmm/jail/supervisor.h"
 #include "vmm/machine/clone_sync.h"
 #include "vmm/machine/machine.h"
+#include "vmm/network/clone_rate_limits.h"
 #include "vmm/snapshot/snapshot_dir.h"
 
 namespace dsec::cli {
@@ -33,6 +34,7 @@ struct RestoreOptions {
   std::string vsock;  // empty: the snapshot's socket path
   std::optional<uint64_t> vsock_cid;
   std::string net;
+  std::string net_rate_limiters;  // JSON (network/clone_rate_limits.h); empty: the snapshot's
   std::vector<std::string> drives;
   bool no_host_paths_from_snapshot = false;
   ConsoleOptions console;
@@ -69,6 +71,14 @@ Result<machine::RestoreOverrides> overrides_of(const RestoreOptions& o) {
     }
     if (!net.mac.empty()) {
       given.mac = net.mac;
+    }
+    if (!o.net_rate_limiters.empty()) {
+      const auto limits = network::parse_clone_rate_limits(o.net_rate_limiters);
+      if (!limits) {
+        return std::unexpected(limits.error().with_context("--net-rate-limiters"));
+      }
+      given.rx_rate_limiter = limits->rx;
+      given.tx_rate_limiter = limits->tx;
     }
     overrides.nets.push_back(std::move(given));
   }
@@ -242,6 +252,14 @@ void add_restore_command(CLI::App& app, CommandAction& action, Clock::time_point
   restore->add_option("--net", options->net,
                       "The clone's TAP: tap=NAME[,host=A.B.C.D/N], or fd=N for a TAP handed in "
                       "open as descriptor N, for the snapshot's first network device (it must have one)");
+  restore
+      ->add_option("--net-rate-limiters", options->net_rate_limiters,
+                   "That network device's rate limiters instead of the snapshot's, as JSON: "
+                   "{\"rx_rate_limiter\": {\"bandwidth\": {\"size\": BYTES, \"refill_time\": "
+                   "MS}, \"ops\": {...}}, \"tx_rate_limiter\": {...}} (Firecracker's form; rx is "
+                   "what the guest receives, a direction left out is not limited; dsec-vmm "
+                   "pool gives its clones their image's)")
+      ->needs(restore->get_option("--net"));
   restore
       ->add_option("--drive", options->drives,
                    "The file behind the snapshot's drive N, for the N-th --drive (same size "

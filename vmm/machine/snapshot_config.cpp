@@ -260,6 +260,8 @@ Result<MachineConfig> apply_overrides(MachineConfig config, const RestoreOverrid
     net.tap = given.tap.value_or(net.tap);
     net.host_cidr = given.host_cidr.value_or(net.host_cidr);
     net.mac = given.mac.value_or(net.mac);
+    net.rx_rate_limiter = given.rx_rate_limiter.value_or(net.rx_rate_limiter);
+    net.tx_rate_limiter = given.tx_rate_limiter.value_or(net.tx_rate_limiter);
   }
   if (o.drive_paths.size() > config.drives.size()) {
     return fail("--drive: " + std::to_string(o.drive_paths.size()) +

@@ -30,6 +30,9 @@ struct NetOverride {
   std::optional<int> tap_fd{};  // a TAP handed in open, instead of the snapshot's by name
   std::optional<std::string> host_cidr{};
   std::optional<std::string> mac{};
+  // Its rate limiters, replacing the snapshot's (restore --net-rate-limiters).
+  std::optional<devices::RateLimiterConfig> rx_rate_limiter{};
+  std::optional<devices::RateLimiterConfig> tx_rate_limiter{};
 };
 
 // What a clone may get anew at restore, where identity matters (its sockets, its network

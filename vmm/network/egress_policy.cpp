@@ -54,6 +54,24 @@ std::string to_string(Ipv4Cidr cidr) {
   return fmt::format("{}/{}", text, cidr.prefix);
 }
 
+std::string address_string(uint32_t address) {
+  const std::string cidr = to_string({.address = address, .prefix = 32});
+  return cidr.substr(0, cidr.find('/'));
+}
+
+Result<uint32_t> parse_resolver(const std::string& text) {
+  in_addr parsed{};
+  if (text.size() > INET_ADDRSTRLEN || ::inet_pton(AF_INET, text.c_str(), &parsed) != 1) {
+    return fail("resolver '" + text + "' is not an IPv4 address", "give one as A.B.C.D");
+  }
+  const uint32_t address = ntohl(parsed.s_addr);
+  if (address == 0 || address == 0xFFFFFFFF || (address >> 28) == 0xE) {
+    return fail("resolver '" + text + "' is not one host's address",
+                "give a unicast address, A.B.C.D");
+  }
+  return address;
+}
+
 Result<EgressRule> parse_egress_rule(const std::string& text) {
   const auto colon = text.find(':');
   EgressRule rule;
@@ -117,6 +135,12 @@ std::string egress_ruleset(const EgressPolicy& policy, const EgressScope& scope)
   add_rules(out, policy.reserved_allow, scope.tap, "accept");
   if (!scope.reserved.empty()) {
     out += fmt::format("    iifname \"{}\" ip daddr @reserved {}\n", scope.tap, counted_drop());
+  }
+  if (policy.resolver != 0) {
+    out += fmt::format(
+        "    iifname \"{}\" ip daddr {} meta l4proto {{ tcp, udp }} th dport 53 "
+        "accept\n",
+        scope.tap, address_string(policy.resolver));
   }
   if (policy.mode == EgressPolicy::Mode::kAll) {
     out += fmt::format("    iifname \"{}\" oifname \"{}\" accept\n", scope.tap, scope.veth);

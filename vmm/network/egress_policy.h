@@ -38,6 +38,10 @@ struct EgressPolicy {
   // rule here, which names them on purpose (a resolver on the host, say). `deny` wins over
   // these too.
   std::vector<EgressRule> reserved_allow{};
+  // A DNS resolver's IPv4 address, reached on port 53 (UDP and TCP) whatever the mode,
+  // `none` included; 0: none. A reserved one (a resolver on the host) only where
+  // `reserved_allow` names it too; `deny` wins over it.
+  uint32_t resolver = 0;
 
   bool operator==(const EgressPolicy&) const = default;
 };
@@ -62,11 +66,17 @@ inline constexpr const char* kEgressDropCounter = "dropped";
 // The nft commands that replace the egress table with `policy`'s, as one transaction: the
 // forward chain drops by default, lets everything from the host's side to the guest through
 // and the guest's answers on connections made to it, then judges each other packet of the
-// guest's: deny (dropped), reserved_allow, the reserved ranges (dropped), then allow or
-// all; the input chain keeps the guest off the namespace's own addresses.
+// guest's: deny (dropped), reserved_allow, the reserved ranges (dropped), the resolver's
+// port 53, then allow or all; the input chain keeps the guest off the namespace's own addresses.
 std::string egress_ruleset(const EgressPolicy& policy, const EgressScope& scope);
 
 // "A.B.C.D/N".
 std::string to_string(Ipv4Cidr cidr);
+
+// A resolver's address, "A.B.C.D": one host can answer at (not 0.0.0.0, multicast or the
+// broadcast address).
+Result<uint32_t> parse_resolver(const std::string& text);
+// "A.B.C.D".
+std::string address_string(uint32_t address);
 
 }  // namespace dsec::network

@@ -67,6 +67,9 @@ nlohmann::json egress_json(const EgressPolicy& policy) {
   if (!policy.reserved_allow.empty()) {
     value["reserved_allow"] = rules_json(policy.reserved_allow);
   }
+  if (policy.resolver != 0) {
+    value["resolver"] = address_string(policy.resolver);
+  }
   return value;
 }
 
@@ -88,6 +91,9 @@ Result<EgressPolicy> parse_egress_json(const nlohmann::json& value, ReservedAllo
   } else {
     DSEC_TRY(object.refuse("reserved_allow",
                            "only the operator's image may reach reserved destinations"));
+  }
+  if (const auto resolver = DSEC_TRY(object.optional_string("resolver"))) {
+    policy.resolver = DSEC_TRY(parse_resolver(*resolver));
   }
   DSEC_TRY(object.finish());
   if (!policy.allow.empty() && policy.mode != EgressPolicy::Mode::kAllowList) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "vmm/network/clone_rate_limits.h"
 #include "vmm/pool/sandbox_dir.h"
 
 namespace dsec::pool {
@@ -71,6 +72,9 @@ Result<LaunchedVmm> CloneResources::launch(const std::string& id, const ImageFil
   if (network_slot && networks_ && image.network) {
     clone.netns = networks_->path(*network_slot);
     clone.tap = image.network->tap;
+    if (image.spec.net_rate_limits.limits()) {
+      clone.net_rate_limiters = network::clone_rate_limits_text(image.spec.net_rate_limits);
+    }
   }
   auto launched = [&]() -> Result<LaunchedVmm> {
     DSEC_TRY(make_sandbox_dir(clone.dir));

@@ -67,6 +67,12 @@ PoolResult<nlohmann::json> PoolImages::add(const ImageSpec& spec) {
     return std::unexpected(
         error(Failure::kInvalid, "image " + spec.name + ": " + shape.error().message()));
   }
+  if (!shape->has_value() && spec.net_rate_limits.limits()) {
+    return std::unexpected(error(Failure::kInvalid,
+                                 "image " + spec.name +
+                                     ": its snapshot has no network device to rate-limit; leave "
+                                     "out 'rx_rate_limiter' and 'tx_rate_limiter'"));
+  }
   images_[spec.name] =
       PoolImage{.spec = spec, .guest_bytes = files->memory_bytes, .network = *shape};
   return image_spec_json(spec);

@@ -87,6 +87,7 @@ Result<ImageSpec> read_image_fields(JsonObject& body, std::string name) {
   if (const auto egress = DSEC_TRY(body.optional_object("egress"))) {
     spec.egress = DSEC_TRY(network::parse_egress_json(*egress, network::ReservedAllow::kAllowed));
   }
+  spec.net_rate_limits = DSEC_TRY(network::read_clone_rate_limits(body));
   return spec;
 }
 
@@ -117,12 +118,14 @@ Result<ImageSpec> parse_image_spec(std::string_view name, std::string_view body)
 }
 
 nlohmann::json image_spec_json(const ImageSpec& spec) {
-  return {{"name", spec.name},
-          {"ready", spec.ready},
-          {"max", spec.max},
-          {"ttl_s", spec.ttl_s},
-          {"idle_timeout_s", spec.idle_timeout_s},
-          {"egress", network::egress_json(spec.egress)}};
+  nlohmann::json json = {{"name", spec.name},
+                         {"ready", spec.ready},
+                         {"max", spec.max},
+                         {"ttl_s", spec.ttl_s},
+                         {"idle_timeout_s", spec.idle_timeout_s},
+                         {"egress", network::egress_json(spec.egress)}};
+  network::write_clone_rate_limits(spec.net_rate_limits, json);
+  return json;
 }
 
 Result<ImageSpec> image_spec_from_json(const nlohmann::json& value) {
@@ -155,6 +158,9 @@ Result<network::EgressPolicy> caller_egress(const network::EgressPolicy& image,
                                             const network::EgressPolicy& caller) {
   network::EgressPolicy policy = caller;
   policy.reserved_allow = image.reserved_allow;
+  if (policy.resolver == 0) {
+    policy.resolver = image.resolver;
+  }
   policy.deny = image.deny;
   policy.deny.insert(policy.deny.end(), caller.deny.begin(), caller.deny.end());
   if (policy.deny.size() > network::kMaxEgressRules) {

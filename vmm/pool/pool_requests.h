@@ -13,6 +13,7 @@
 #include "vmm/agent/protocol.h"
 #include "vmm/common/error.h"
 #include "vmm/http/message.h"
+#include "vmm/network/clone_rate_limits.h"
 #include "vmm/network/egress_policy.h"
 
 namespace dsec::pool {
@@ -30,6 +31,9 @@ struct ImageSpec {
   // Where its clones' guests may send packets (docs/network.md), for an image with a
   // network: none by default. Its deny and reserved_allow lists hold for every clone.
   network::EgressPolicy egress{};
+  // What each clone's network device lets through each way (docs/network.md, "Rate
+  // limits"): none by default.
+  network::CloneRateLimits net_rate_limits{};
   bool operator==(const ImageSpec&) const = default;
 };
 
@@ -44,7 +48,8 @@ struct AcquireRequest {
 // The egress a caller asked for (POST /sandboxes, PATCH /sandboxes/{id}/network) on a clone
 // of an image whose policy is `image`: the caller's mode and allow list replace the
 // image's; the image's deny list stays, the caller's added to it, and so does its
-// reserved_allow (a caller names no reserved destination). Fails when the deny lists
+// reserved_allow (a caller names no reserved destination); the caller's resolver replaces
+// the image's, which stays when the caller names none. Fails when the deny lists
 // together pass kMaxEgressRules.
 Result<network::EgressPolicy> caller_egress(const network::EgressPolicy& image,
                                             const network::EgressPolicy& caller);

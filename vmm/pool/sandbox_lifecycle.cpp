@@ -11,6 +11,7 @@
 #include <array>
 
 #include "vmm/jail/supervisor.h"
+#include "vmm/pool/guest_resolver.h"
 #include "vmm/pool/log_tail.h"
 #include "vmm/pool/process_identity.h"
 
@@ -137,13 +138,11 @@ void SandboxLifecycle::on_ready_readable(const std::string& id) {
   const ssize_t n = ::read(s.ready.get(), buffer.data(), buffer.size());
   if (n > 0 && std::string_view(buffer.data(), static_cast<size_t>(n)).starts_with("ready\n")) {
     stop_watching_ready(s);
-    cancel_timer(s);
-    restore_latency_.observe(Clock::now() - s.launched);
-    s.record.state = SandboxState::kReady;
-    resources_.persist(s);
-    spdlog::info("pool: {} ready", id);
-    events_.serving(s);
-    refill();
+    if (s.record.network_slot && s.record.egress.resolver != 0) {
+      sync_guest(s);  // the ready deadline still runs
+      return;
+    }
+    become_ready(s);
     return;
   }
   if (n < 0 && errno == EINTR) {
@@ -160,6 +159,45 @@ void SandboxLifecycle::on_ready_readable(const std::string& id) {
     stop(s, "its VMM wrote something other than the ready line");
     events_.start_failed(image);
   }
+}
+
+void SandboxLifecycle::sync_guest(Sandbox& sandbox) {
+  const std::string id = sandbox.record.id;
+  auto task = write_guest_resolver(
+      loop_, sandbox.record.files.vsock, sandbox.record.egress.resolver,
+      [this, id](Status written) {
+        Sandbox* s = sandboxes_.find(id);
+        if (s == nullptr || !s->guest_sync) {
+          return;
+        }
+        // This runs inside the task's own completion: it goes when this returns.
+        const auto finished = std::move(s->guest_sync);
+        if (!written) {
+          ++counters_.refill_errors;
+          const std::string image = s->record.image;
+          s->failed_to_start = true;
+          stop(*s, "its guest's resolver could not be written: " + written.error().message());
+          events_.start_failed(image);
+          return;
+        }
+        become_ready(*s);
+      });
+  if (!task) {
+    sandbox.failed_to_start = true;
+    stop(sandbox, "cannot write its guest's resolver: " + task.error().message());
+    return;
+  }
+  sandbox.guest_sync = std::move(*task);
+}
+
+void SandboxLifecycle::become_ready(Sandbox& s) {
+  cancel_timer(s);
+  restore_latency_.observe(Clock::now() - s.launched);
+  s.record.state = SandboxState::kReady;
+  resources_.persist(s);
+  spdlog::info("pool: {} ready", s.record.id);
+  events_.serving(s);
+  refill();
 }
 
 void SandboxLifecycle::stop_watching_ready(Sandbox& sandbox) {

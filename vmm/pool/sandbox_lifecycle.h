@@ -73,6 +73,10 @@ class SandboxLifecycle {
  private:
   // The ready pipe became readable.
   void on_ready_readable(const std::string& id);
+  // Writes its guest's resolv.conf (its egress names a resolver), then becomes ready; a
+  // failure stops it as one that failed to start.
+  void sync_guest(Sandbox& sandbox);
+  void become_ready(Sandbox& sandbox);
   // Closes the ready pipe and its watch.
   void stop_watching_ready(Sandbox& sandbox);
   void on_ready_deadline(Sandbox& sandbox);

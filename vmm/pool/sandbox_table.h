@@ -16,6 +16,7 @@
 
 #include "vmm/common/unique_fd.h"
 #include "vmm/io/event_loop.h"
+#include "vmm/pool/background_task.h"
 #include "vmm/pool/health_check.h"
 #include "vmm/pool/pool_error.h"
 #include "vmm/pool/state_records.h"
@@ -34,6 +35,9 @@ struct Sandbox {
   Clock::time_point launched;
   Clock::time_point last_request;       // acquired: the last request that named it
   std::unique_ptr<HealthCheck> health;  // the check in flight
+  // Its guest's resolv.conf being written, between its ready line and its being ready
+  // (guest_resolver.h).
+  std::unique_ptr<BackgroundTask> guest_sync;
   uint32_t agent_requests = 0;          // requests running in it (sandbox_requests.h)
   uint32_t failed_checks = 0;           // in a row
   std::string hung;        // how it stopped answering, until its log is read and it is killed

@@ -201,6 +201,9 @@ std::vector<std::string> restore_argv(const std::string& vmm_binary, const Clone
   }
   if (!clone.netns.empty()) {
     argv.insert(argv.end(), {"--netns", clone.netns, "--net", "tap=" + clone.tap});
+    if (!clone.net_rate_limiters.empty()) {
+      argv.insert(argv.end(), {"--net-rate-limiters", clone.net_rate_limiters});
+    }
   }
   if (clone.jail_id) {
     const std::string id = std::to_string(*clone.jail_id);

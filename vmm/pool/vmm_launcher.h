@@ -46,6 +46,8 @@ struct CloneLaunch {
   // Its network namespace's file and the TAP in it (pool_networks.h); empty: no network.
   std::string netns{};
   std::string tap{};
+  // Its network device's rate limiters, restore --net-rate-limiters's JSON; empty: none.
+  std::string net_rate_limiters{};
 };
 
 // What bounds every clone: its console file, and when jailed, its cgroup.
@@ -112,7 +114,7 @@ Result<LaunchedVmm> spawn_with_ready_pipe(const std::vector<std::string>& argv,
 // `VMM restore --state-fd 4 --memory-fd 5 --vsock VSOCK --ready-fd 3 --no-host-paths-from-snapshot
 // [--api-sock API] --console DIR/console --console-limit N` (the clone opens no host file
 // that the snapshot's state names), with a network `--netns NETNS --net tap=TAP` (the TAP
-// opened in the clone's own namespace), for a jailed clone `--jail DIR --jail-no-supervisor
+// opened in the clone's own namespace) [--net-rate-limiters JSON], for a jailed clone `--jail DIR --jail-no-supervisor
 // --uid ID --gid ID --cgroup-parent P --cgroup memory.max=... --cgroup pids.max=...
 // [--cgroup cpu.max=...]`,
 // then EXTRA_ARGS (which may add or override settings: a later --cgroup of one file wins).
