@@ -25,9 +25,13 @@ const { Sandbox } = require('e2b');
   const ended = Date.now();
   console.log('background', JSON.stringify(result.stdout), result.exitCode);
   console.log('first came before the end by at least 1500 ms', ended - seen[0][1] >= 1500);
+  console.log('figure: line1 came', ended - seen[0][1], 'ms before the end;',
+              seen.length, 'onStdout calls');
 
   // Longer than the request timeout: the start event comes at once, the rest as it runs.
+  const longStarted = Date.now();
   const long = await sbx.commands.run('sleep 6; echo late', { requestTimeoutMs: 3000 });
+  console.log('figure: the 6 s command took', Date.now() - longStarted, 'ms');
   console.log('long', JSON.stringify(long.stdout), long.exitCode);
 
   // A background command killed by its handle ends, and is listed no more.
