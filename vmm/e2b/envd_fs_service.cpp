@@ -143,12 +143,13 @@ std::optional<ConnectError> watch_dir(agent::AgentClient& agent, const json& req
     if (!event) {
       return caller.client && caller.client->gone() ? client_gone() : agent_failure(event.error());
     }
-    if (!*event) {
+    const std::optional<agent::FsEvent>& change = *event;
+    if (!change.has_value()) {
       continue;
     }
-    const std::string& changed = (*event)->path;
+    const std::string& changed = change->path;
     const std::string name = changed.starts_with(prefix) ? changed.substr(prefix.size()) : changed;
-    if (!emit({{"filesystem", {{"name", name}, {"type", event_type((*event)->kind)}}}})) {
+    if (!emit({{"filesystem", {{"name", name}, {"type", event_type(change->kind)}}}})) {
       break;
     }
   }
