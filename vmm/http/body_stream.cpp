@@ -85,6 +85,11 @@ bool BodyStream::drained() const {
   return gone_ || (finished_ && buffer_.empty());
 }
 
+bool BodyStream::ready() const {
+  const std::lock_guard lock(mutex_);
+  return signalled_;
+}
+
 void BodyStream::close_reader() {
   {
     const std::lock_guard lock(mutex_);

@@ -62,6 +62,8 @@ class BodyStream {
   std::string take(size_t max);
   // Everything was taken and the producer finished (or the client is gone).
   bool drained() const;
+  // Something waits to be taken (bytes, or the end): the eventfd is readable.
+  bool ready() const;
   // The client went away: write() returns false from now on, a waiting one at once.
   void close_reader();
   const Options& options() const { return options_; }

@@ -154,9 +154,14 @@ void HttpConnection::respond(const HttpResponse& response) {
 }
 
 void HttpConnection::send_chunk(std::string_view bytes) {
-  if (streaming_) {
-    output_ += HttpResponse::chunk(bytes);
+  if (!streaming_ || bytes.empty()) {
+    return;
   }
+  // What was sent goes first: a stream the client keeps reading would otherwise grow the
+  // output by its whole body, never sent to its end at once.
+  output_.erase(0, output_sent_);
+  output_sent_ = 0;
+  output_ += HttpResponse::chunk(bytes);
 }
 
 void HttpConnection::end_stream() {

@@ -515,12 +515,17 @@ void HttpServer::arm_heartbeat(uint64_t id, Connection& c) {
 
 bool HttpServer::watch_stream(uint64_t id, Connection& c) {
   const bool wanted = c.stream && c.http->output_room() > 0;
-  if (wanted == c.stream_watch.has_value()) {
+  // A watch fires on the eventfd's wakeups: one kept while it is readable already (bytes
+  // left that did not fit) would not fire again, so it is armed afresh, and fires at once.
+  const bool readable = wanted && c.stream->ready();
+  if (wanted == c.stream_watch.has_value() && !readable) {
     return true;
   }
-  if (!wanted) {
-    static_cast<void>(loop_.remove_watch(*c.stream_watch));
+  if (const auto watch = c.stream_watch) {
+    static_cast<void>(loop_.remove_watch(*watch));
     c.stream_watch.reset();
+  }
+  if (!wanted) {
     return true;
   }
   auto watch = loop_.add_fd_watch(c.stream->fd(), [this, id] { serve(id); });
