@@ -16,6 +16,7 @@
 #include "vmm/e2b/e2b_control_plane.h"
 #include "vmm/e2b/envd_process_service.h"
 #include "vmm/e2b/multipart.h"
+#include "vmm/http/body_stream.h"
 
 namespace dsec::e2b {
 namespace {
@@ -65,7 +66,16 @@ class E2bFront : public pool::test_fixture::PoolTest {
     EXPECT_TRUE(run_until([&] { return answer->has_value(); })) << request.path;
     http::HttpResponse none;
     none.status = 0;
-    return answer->value_or(none);
+    http::HttpResponse got = answer->value_or(none);
+    if (const auto stream = got.stream) {
+      // A streamed answer: its body as the server would send it, until its end.
+      EXPECT_TRUE(run_until([&] {
+        got.body += stream->take(SIZE_MAX);
+        return stream->drained();
+      })) << request.path;
+      got.stream.reset();
+    }
+    return got;
   }
 
   struct Created {
@@ -190,6 +200,19 @@ class E2bProcessService : public ::testing::Test {
     ADD_FAILURE() << name;
     return methods_.front();
   }
+  // A stream's messages, and how it ended.
+  struct Streamed {
+    std::vector<json> messages;
+    std::optional<ConnectError> error;
+  };
+  Streamed stream(std::string_view name, agent::AgentClient& client, const json& request) {
+    Streamed out;
+    out.error = method(name).stream(client, request, caller_, [&](const json& m) {
+      out.messages.push_back(m);
+      return true;
+    });
+    return out;
+  }
   test::AgentOnHost agent_{"e2b-process"};
   std::vector<EnvdMethod> methods_ = process_methods();
   EnvdCaller caller_{.user = "", .env = {"GREETING=hi"}, .client = nullptr};
@@ -201,7 +224,7 @@ TEST_F(E2bProcessService, StartStreamsAProcesssOutputAndExit) {
                        {{"cmd", "/bin/sh"},
                         {"args", {"-c", "echo $GREETING $X; echo oops >&2; exit 3"}},
                         {"envs", {{"X", "there"}}}}}};
-  const StreamOutcome outcome = method("Start").stream(client, start, caller_);
+  const Streamed outcome = stream("Start", client, start);
   ASSERT_FALSE(outcome.error) << outcome.error->message;
   const auto& messages = outcome.messages;
   ASSERT_GE(messages.size(), 3U);
@@ -220,6 +243,41 @@ TEST_F(E2bProcessService, StartStreamsAProcesssOutputAndExit) {
   const json& end = messages.back()["event"]["end"];
   EXPECT_EQ(end["exitCode"], 3);
   EXPECT_EQ(end["status"], "exit status 3");
+}
+
+TEST_F(E2bProcessService, StartEmitsOutputAsItComesAndAGoneClientLeavesTheProcessRunning) {
+  agent::AgentClient client = agent_.client();
+  const json start = {
+      {"process", {{"cmd", "/bin/sh"}, {"args", {"-c", "echo one; sleep 1; echo two"}}}}};
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::pair<json, Clock::time_point>> seen;
+  const auto error = method("Start").stream(client, start, caller_, [&](const json& m) {
+    seen.emplace_back(m, Clock::now());
+    return true;
+  });
+  ASSERT_FALSE(error) << error->message;
+  ASSERT_GE(seen.size(), 4U);
+  EXPECT_TRUE(seen.front().first["event"].contains("start"));
+  EXPECT_EQ(base64_decode(seen[1].first["event"]["data"].value("stdout", "")), "one\n");
+  // "one" came a second before the end, not with it.
+  EXPECT_GE(seen.back().second - seen[1].second, std::chrono::milliseconds(700));
+  EXPECT_TRUE(seen.back().first["event"].contains("end"));
+
+  // A client gone after the start: the stream ends canceled, the process runs on.
+  const json sleeper = {{"process", {{"cmd", "/bin/sh"}, {"args", {"-c", "echo hi; sleep 30"}}}},
+                        {"tag", "kept"}};
+  size_t emitted = 0;
+  const auto gone = method("Start").stream(client, sleeper, caller_, [&](const json&) {
+    return ++emitted < 2;  // the start goes, the first output finds the client gone
+  });
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_EQ(gone->code, ConnectCode::kCanceled);
+  const auto listed = method("List").unary(client, json::object(), caller_);
+  ASSERT_TRUE(listed.has_value());
+  ASSERT_EQ((*listed)["processes"].size(), 1U);
+  EXPECT_EQ((*listed)["processes"][0]["tag"], "kept");
+  const json kill = {{"process", {{"tag", "kept"}}}, {"signal", "SIGNAL_SIGKILL"}};
+  EXPECT_TRUE(method("SendSignal").unary(client, kill, caller_).has_value());
 }
 
 TEST_F(E2bProcessService, InputListConnectAndSignalReachKeptProcesses) {
@@ -249,8 +307,7 @@ TEST_F(E2bProcessService, InputListConnectAndSignalReachKeptProcesses) {
   ASSERT_TRUE(method("SendInput").unary(client, by_tag, caller_).has_value());
   ASSERT_TRUE(
       method("CloseStdin").unary(client, {{"process", {{"pid", *reader}}}}, caller_).has_value());
-  const StreamOutcome followed =
-      method("Connect").stream(client, {{"process", {{"pid", *reader}}}}, caller_);
+  const Streamed followed = stream("Connect", client, {{"process", {{"pid", *reader}}}});
   ASSERT_FALSE(followed.error) << followed.error->message;
   EXPECT_EQ(followed.messages.back()["event"]["end"]["exitCode"], 0);
   std::string out;
@@ -283,8 +340,7 @@ TEST_F(E2bProcessService, UnknownPidsAreNotFound) {
     ASSERT_FALSE(r.has_value()) << name;
     EXPECT_EQ(r.error().code, ConnectCode::kNotFound) << name << ": " << r.error().message;
   }
-  const StreamOutcome connected =
-      method("Connect").stream(client, {{"process", {{"tag", "none"}}}}, caller_);
+  const Streamed connected = stream("Connect", client, {{"process", {{"tag", "none"}}}});
   ASSERT_TRUE(connected.error.has_value());
   EXPECT_EQ(connected.error->code, ConnectCode::kNotFound);
   const auto bad = method("SendSignal").unary(client, {{"process", {{"pid", 1}}}}, caller_);
@@ -297,10 +353,10 @@ TEST_F(E2bFront, MalformedStreamsAndUnservedMethodsSaySo) {
   const auto cut = stream_of(envd(s, "/process.Process/Start", std::string("\0\0\0\0\x09{}", 7)));
   ASSERT_EQ(cut.size(), 1U);
   EXPECT_EQ(cut[0]["error"]["code"], "invalid_argument");
-  const auto watch = envd(s, "/filesystem.Filesystem/WatchDir", "{}");
+  const auto watch = envd(s, "/filesystem.Filesystem/CreateWatcher", "{}");
   EXPECT_EQ(watch.status, 501);
   EXPECT_THAT(json::parse(watch.body)["message"].get<std::string>(),
-              HasSubstr("filesystem.Filesystem/WatchDir"));
+              HasSubstr("filesystem.Filesystem/CreateWatcher"));
 }
 
 TEST_F(E2bFront, FilesAndTheFileSystem) {

@@ -195,7 +195,8 @@ http::HttpResponse stream_reply(const std::vector<nlohmann::json>& messages,
   return http::HttpResponse{.status = 200,
                             .body = std::move(body),
                             .content_type = std::string(kStreamContentType),
-                            .headers = {}};
+                            .headers = {},
+                            .stream = {}};
 }
 
 }  // namespace dsec::e2b

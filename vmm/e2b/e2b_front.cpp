@@ -2,12 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+
 #include "vmm/agent/client.h"
 #include "vmm/e2b/connect_codec.h"
 #include "vmm/e2b/e2b_control_plane.h"
 #include "vmm/e2b/envd_fs_service.h"
 #include "vmm/e2b/envd_process_service.h"
 #include "vmm/e2b/multipart.h"
+#include "vmm/http/body_stream.h"
 
 namespace dsec::e2b {
 namespace {
@@ -17,11 +22,13 @@ using http::HttpResponse;
 using http::Method;
 using Args = std::vector<std::string>;
 
+// What a stream's messages may fill before its work waits for the client to read them.
+constexpr size_t kStreamBufferBytes = size_t{1} << 20;
+
 // envd's methods this front does not serve, each answered unimplemented by name.
-constexpr std::array<std::string_view, 5> kUnserved = {
-    "/process.Process/StreamInput", "/filesystem.Filesystem/WatchDir",
-    "/filesystem.Filesystem/CreateWatcher", "/filesystem.Filesystem/GetWatcherEvents",
-    "/filesystem.Filesystem/RemoveWatcher"};
+constexpr std::array<std::string_view, 4> kUnserved = {
+    "/process.Process/StreamInput", "/filesystem.Filesystem/CreateWatcher",
+    "/filesystem.Filesystem/GetWatcherEvents", "/filesystem.Filesystem/RemoveWatcher"};
 
 // The sandbox an envd request names, when its access token is right.
 ConnectResult<const E2bSandbox*> envd_sandbox(const E2bSandboxes& sandboxes,
@@ -62,68 +69,127 @@ HttpResponse rest_error(const ConnectError& e) {
   return rest_error(http_status(e.code), e.message);
 }
 
-void add_method(http::Router& router, pool::Pool& pool, E2bSandboxes& sandboxes,
-                EnvdMethod method) {
-  const bool stream = static_cast<bool>(method.stream);
-  const std::string_view path = method.path;
+// An envd call's sandbox, request message and caller, once its token, message and user
+// checked out.
+struct EnvdCall {
+  const E2bSandbox* sandbox;
+  nlohmann::json message;
+  EnvdCaller caller;
+};
+ConnectResult<EnvdCall> envd_call(const E2bSandboxes& sandboxes, const HttpRequest& request,
+                                  bool stream) {
+  const E2bSandbox* s = DSEC_TRY(envd_sandbox(sandboxes, request));
+  auto message = DSEC_TRY(stream ? stream_request(request.body) : unary_request(request.body));
+  auto user = DSEC_TRY(basic_user(request.header("authorization")));
+  return EnvdCall{.sandbox = s,
+                  .message = std::move(message),
+                  .caller = {.user = std::move(user), .env = s->env, .client = request.client}};
+}
+
+// The sandbox is gone from the pool: its E2B record goes too.
+void forget_if_gone(E2bSandboxes& sandboxes, const std::string& id,
+                    const pool::PoolResult<void>& still_in_use) {
+  if (!still_in_use && (still_in_use.error().kind == pool::Failure::kGone ||
+                        still_in_use.error().kind == pool::Failure::kNotFound)) {
+    sandboxes.remove(id);
+  }
+}
+
+void add_unary_method(http::Router& router, pool::Pool& pool, E2bSandboxes& sandboxes,
+                      std::string_view path, UnaryWork work) {
   router.add_deferred(
       Method::kPost, path,
-      [&pool, &sandboxes, method = std::move(method), stream](
-          const HttpRequest& request, const Args&, http::Responder respond) {
-        const auto refuse = [&](const ConnectError& e) {
-          respond(stream ? stream_reply({}, e) : unary_error(e));
-        };
-        auto sandbox = envd_sandbox(sandboxes, request);
-        if (!sandbox) {
-          refuse(sandbox.error());
+      [&pool, &sandboxes, work = std::move(work)](const HttpRequest& request, const Args&,
+                                                  http::Responder respond) {
+        auto call = envd_call(sandboxes, request, /*stream=*/false);
+        if (!call) {
+          respond(unary_error(call.error()));
           return;
         }
-        auto message = stream ? stream_request(request.body) : unary_request(request.body);
-        if (!message) {
-          refuse(message.error());
-          return;
-        }
-        auto user = basic_user(request.header("authorization"));
-        if (!user) {
-          refuse(user.error());
-          return;
-        }
-        const E2bSandbox& s = **sandbox;
-        EnvdCaller caller{.user = std::move(*user), .env = s.env, .client = request.client};
         auto unary = std::make_shared<ConnectResult<nlohmann::json>>(
             connect_error(ConnectCode::kInternal, "the request did not run"));
-        auto streamed = std::make_shared<StreamOutcome>();
         pool.agent_request(
-            owner_of(s), s.id,
-            [method, message = std::move(*message), caller = std::move(caller), unary, streamed,
-             stream](const std::string& vsock) {
+            owner_of(*call->sandbox), call->sandbox->id,
+            [work, message = std::move(call->message), caller = std::move(call->caller),
+             unary](const std::string& vsock) {
               agent::AgentClient agent = agent::vsock_uds_client(vsock);
-              if (stream) {
-                *streamed = method.stream(agent, message, caller);
-                return !streamed->error || streamed->error->code != ConnectCode::kInternal;
-              }
-              *unary = method.unary(agent, message, caller);
+              *unary = work(agent, message, caller);
               return unary->has_value() || unary->error().code != ConnectCode::kInternal;
             },
-            [&sandboxes, id = s.id, unary, streamed, stream,
+            [&sandboxes, id = call->sandbox->id, unary,
              respond = std::move(respond)](pool::PoolResult<void> still_in_use) mutable {
-              if (!still_in_use && (still_in_use.error().kind == pool::Failure::kGone ||
-                                    still_in_use.error().kind == pool::Failure::kNotFound)) {
-                sandboxes.remove(id);
-              }
-              if (stream) {
-                if (!still_in_use && !streamed->error) {
-                  streamed->error = pool_failure(still_in_use.error());
-                }
-                respond(stream_reply(streamed->messages, streamed->error));
-                return;
-              }
+              forget_if_gone(sandboxes, id, still_in_use);
               if (!still_in_use &&
                   (unary->has_value() || unary->error().code == ConnectCode::kInternal)) {
                 respond(unary_error(pool_failure(still_in_use.error())));
                 return;
               }
               respond(*unary ? unary_reply(**unary) : unary_error(unary->error()));
+            });
+      });
+}
+
+// How often a quiet stream sends a keepalive event: the Keepalive-Ping-Interval header's
+// seconds (the SDKs send 50), 1 to 300; 50 without one.
+std::chrono::seconds keepalive_interval(const HttpRequest& request) {
+  const std::string_view asked = request.header("keepalive-ping-interval");
+  uint64_t seconds = 0;
+  const auto [end, err] = std::from_chars(asked.data(), asked.data() + asked.size(), seconds);
+  if (asked.empty() || err != std::errc() || end != asked.data() + asked.size()) {
+    seconds = 50;
+  }
+  return std::chrono::seconds(std::clamp<uint64_t>(seconds, 1, 300));
+}
+
+// A server stream: answered at once with the stream's head, its messages sent as the work
+// emits them, its end-stream frame once the work is done.
+void add_stream_method(http::Router& router, pool::Pool& pool, E2bSandboxes& sandboxes,
+                       std::string_view path, StreamWork work, const nlohmann::json& keepalive) {
+  router.add_deferred(
+      Method::kPost, path,
+      [&pool, &sandboxes, work = std::move(work), keepalive = message_envelope(keepalive)](
+          const HttpRequest& request, const Args&, http::Responder respond) {
+        auto call = envd_call(sandboxes, request, /*stream=*/true);
+        if (!call) {
+          respond(stream_reply({}, call.error()));
+          return;
+        }
+        auto body = http::BodyStream::create(http::BodyStream::Options{
+            .max_buffered = kStreamBufferBytes,
+            .heartbeat_interval = keepalive_interval(request),
+            .heartbeat = keepalive});
+        if (!body) {
+          respond(stream_reply({}, ConnectError{.code = ConnectCode::kResourceExhausted,
+                                                .message = body.error().message()}));
+          return;
+        }
+        std::shared_ptr<http::BodyStream> stream = std::move(*body);
+        respond(HttpResponse{.status = 200,
+                             .body = {},
+                             .content_type = std::string(kStreamContentType),
+                             .headers = {},
+                             .stream = stream});
+        call->caller.client = stream->presence();
+        auto error = std::make_shared<std::optional<ConnectError>>();
+        pool.agent_request(
+            owner_of(*call->sandbox), call->sandbox->id,
+            [work, message = std::move(call->message), caller = std::move(call->caller), stream,
+             error](const std::string& vsock) {
+              agent::AgentClient agent = agent_for_client(vsock, caller.client);
+              const Emit emit = [&stream](const nlohmann::json& m) {
+                return stream->write(message_envelope(m));
+              };
+              *error = work(agent, message, caller, emit);
+              return !*error || (*error)->code != ConnectCode::kInternal;
+            },
+            [&sandboxes, id = call->sandbox->id, stream,
+             error](pool::PoolResult<void> still_in_use) {
+              forget_if_gone(sandboxes, id, still_in_use);
+              if (!still_in_use && !*error) {
+                *error = pool_failure(still_in_use.error());
+              }
+              // On the loop's thread, which sends the stream: never waits for room.
+              stream->finish_with(end_stream_envelope(*error));
             });
       });
 }
@@ -166,7 +232,8 @@ void add_files(http::Router& router, pool::Pool& pool, E2bSandboxes& sandboxes) 
               respond(HttpResponse{.status = 200,
                                    .body = std::move(file->bytes),
                                    .content_type = "application/octet-stream",
-                                   .headers = {}});
+                                   .headers = {},
+                                   .stream = {}});
             });
       });
   router.add_deferred(
@@ -253,7 +320,12 @@ http::Router e2b_router(pool::Pool& pool, const pool::TenantAccess& access,
   add_control_plane(router, pool, access, sandboxes);
   for (auto methods : {process_methods(), fs_methods()}) {
     for (EnvdMethod& method : methods) {
-      add_method(router, pool, sandboxes, std::move(method));
+      if (method.stream) {
+        add_stream_method(router, pool, sandboxes, method.path, std::move(method.stream),
+                          method.keepalive);
+      } else {
+        add_unary_method(router, pool, sandboxes, method.path, std::move(method.unary));
+      }
     }
   }
   for (const std::string_view path : kUnserved) {

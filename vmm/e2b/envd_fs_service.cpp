@@ -103,6 +103,59 @@ ConnectResult<json> remove(agent::AgentClient& agent, const json& request, const
   return json::object();
 }
 
+// envd's EventType of an agent's event.
+std::string_view event_type(agent::FsEvent::Kind kind) {
+  switch (kind) {
+    case agent::FsEvent::Kind::kCreated:
+      return "EVENT_TYPE_CREATE";
+    case agent::FsEvent::Kind::kWritten:
+      return "EVENT_TYPE_WRITE";
+    case agent::FsEvent::Kind::kRemoved:
+      return "EVENT_TYPE_REMOVE";
+    case agent::FsEvent::Kind::kRenamed:
+      return "EVENT_TYPE_RENAME";
+    case agent::FsEvent::Kind::kChmod:
+      return "EVENT_TYPE_CHMOD";
+  }
+  return "EVENT_TYPE_UNSPECIFIED";
+}
+
+// WatchDir: a start event once the watch is set, then each change as it comes, named as
+// envd names it, relative to the watched directory; until the client goes away.
+std::optional<ConnectError> watch_dir(agent::AgentClient& agent, const json& request,
+                                      const EnvdCaller& caller, const Emit& emit) {
+  auto path = path_field(request, "path");
+  if (!path) {
+    return path.error();
+  }
+  const json recursive = request.value("recursive", json(false));
+  auto watch = agent.watch_directory(*path, recursive.is_boolean() && recursive.get<bool>());
+  if (!watch) {
+    return agent_failure(watch.error());
+  }
+  if (!emit({{"start", json::object()}})) {
+    return client_gone();
+  }
+  const std::string prefix = path->ends_with('/') ? *path : *path + "/";
+  while (!caller.client || !caller.client->gone()) {
+    // The client's leaving shuts the watch's connection: this wait ends then.
+    auto event = watch->next(std::chrono::seconds(1));
+    if (!event) {
+      return caller.client && caller.client->gone() ? client_gone() : agent_failure(event.error());
+    }
+    const std::optional<agent::FsEvent>& change = *event;
+    if (!change.has_value()) {
+      continue;
+    }
+    const std::string& changed = change->path;
+    const std::string name = changed.starts_with(prefix) ? changed.substr(prefix.size()) : changed;
+    if (!emit({{"filesystem", {{"name", name}, {"type", event_type(change->kind)}}}})) {
+      break;
+    }
+  }
+  return client_gone();
+}
+
 }  // namespace
 
 json entry_info(const agent::FsEntry& e) {
@@ -127,11 +180,15 @@ json entry_info(const agent::FsEntry& e) {
 
 std::vector<EnvdMethod> fs_methods() {
   return {
-      {.path = "/filesystem.Filesystem/Stat", .unary = stat, .stream = {}},
-      {.path = "/filesystem.Filesystem/ListDir", .unary = list_dir, .stream = {}},
-      {.path = "/filesystem.Filesystem/MakeDir", .unary = make_dir, .stream = {}},
-      {.path = "/filesystem.Filesystem/Move", .unary = move, .stream = {}},
-      {.path = "/filesystem.Filesystem/Remove", .unary = remove, .stream = {}},
+      {.path = "/filesystem.Filesystem/Stat", .unary = stat, .stream = {}, .keepalive = {}},
+      {.path = "/filesystem.Filesystem/ListDir", .unary = list_dir, .stream = {}, .keepalive = {}},
+      {.path = "/filesystem.Filesystem/MakeDir", .unary = make_dir, .stream = {}, .keepalive = {}},
+      {.path = "/filesystem.Filesystem/Move", .unary = move, .stream = {}, .keepalive = {}},
+      {.path = "/filesystem.Filesystem/Remove", .unary = remove, .stream = {}, .keepalive = {}},
+      {.path = "/filesystem.Filesystem/WatchDir",
+       .unary = {},
+       .stream = watch_dir,
+       .keepalive = json{{"keepalive", json::object()}}},
   };
 }
 

@@ -1,8 +1,9 @@
 // envd's filesystem.Filesystem service (spec/envd/filesystem/filesystem.proto) on the
 // agent's file-system requests (docs/agent-protocol.md, "File system"): Stat, ListDir (with
 // depth), MakeDir (with parents; already_exists when it was there), Move and Remove, each
-// answering EntryInfo as envd does. The watchers (WatchDir, CreateWatcher and its polling)
-// are not served yet: unimplemented.
+// answering EntryInfo as envd does, and WatchDir (a server stream of the changes in a
+// directory, from the agent's inotify watch). The polling watchers (CreateWatcher,
+// GetWatcherEvents, RemoveWatcher) are not served: unimplemented.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -50,7 +50,7 @@ json event(json inner) {
 }
 
 // The end event of an exit status, as envd's (Go's ProcessState) words it.
-json end_event(const agent::ExitStatus& status, const std::string& error) {
+json end_event(const agent::ExitStatus& status) {
   json end = {{"exited", status.kind == agent::ExitStatus::Kind::kExited}};
   if (status.kind == agent::ExitStatus::Kind::kExited) {
     end["exitCode"] = status.code;
@@ -59,61 +59,55 @@ json end_event(const agent::ExitStatus& status, const std::string& error) {
     end["exitCode"] = -1;
     end["status"] = fmt::format("signal: {}", strsignal(status.code));
   }
-  if (!error.empty()) {
-    end["error"] = error;
-  }
   return event({{"end", end}});
 }
 
-// Attaches to `pid` and collects its output as data events until it ends.
-StreamOutcome follow(agent::AgentClient& agent, uint32_t pid, bool pty, const EnvdCaller& caller) {
-  StreamOutcome outcome;
-  outcome.messages.push_back(event({{"start", {{"pid", pid}}}}));
-  size_t kept = 0;
-  uint64_t dropped = 0;
+// Attaches to `pid` and emits its output as data events as it comes, then its end.
+std::optional<ConnectError> follow(agent::AgentClient& agent, uint32_t pid, bool pty,
+                                   const EnvdCaller& caller, const Emit& emit) {
+  bool left = false;  // an emit found the client gone
+  const auto gone = [&] { return left || (caller.client && caller.client->gone()); };
+  if (!emit(event({{"start", {{"pid", pid}}}}))) {
+    return client_gone();
+  }
   const auto sink = [&](const char* field) {
     return [&, field](std::span<const uint8_t> bytes) -> Status {
-      if (caller.client && caller.client->gone()) {
-        return fail("the client went away");
-      }
-      if (kept + bytes.size() > kMaxStreamOutputBytes) {
-        dropped += bytes.size();
-        return ok();
-      }
-      kept += bytes.size();
       const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-      outcome.messages.push_back(event({{"data", {{field, base64_encode(text)}}}}));
+      if (!emit(event({{"data", {{field, base64_encode(text)}}}}))) {
+        left = true;
+        return fail("the client went away");  // the process runs on, kept by the agent
+      }
       return ok();
     };
   };
   auto exit = agent.attach_process(pid, sink(pty ? "pty" : "stdout"), sink(pty ? "pty" : "stderr"));
   if (!exit) {
-    outcome.error = agent_failure(exit.error());
-    return outcome;
+    return gone() ? client_gone() : agent_failure(exit.error());
   }
-  outcome.messages.push_back(end_event(
-      *exit, dropped == 0 ? ""
-                          : fmt::format("{} bytes of output past the first {} were dropped",
-                                        dropped, kMaxStreamOutputBytes)));
-  return outcome;
+  if (!emit(end_event(*exit))) {
+    return client_gone();
+  }
+  return std::nullopt;
 }
 
-StreamOutcome start(agent::AgentClient& agent, const json& request, const EnvdCaller& caller) {
+std::optional<ConnectError> start(agent::AgentClient& agent, const json& request,
+                                  const EnvdCaller& caller, const Emit& emit) {
   auto req = start_request(request, caller);
   if (!req) {
-    return StreamOutcome{.messages = {}, .error = req.error()};
+    return req.error();
   }
   auto pid = agent.start_process(*req);
   if (!pid) {
-    return StreamOutcome{.messages = {}, .error = agent_failure(pid.error())};
+    return agent_failure(pid.error());
   }
-  return follow(agent, *pid, req->pty, caller);
+  return follow(agent, *pid, req->pty, caller, emit);
 }
 
-StreamOutcome connect(agent::AgentClient& agent, const json& request, const EnvdCaller& caller) {
+std::optional<ConnectError> connect(agent::AgentClient& agent, const json& request,
+                                    const EnvdCaller& caller, const Emit& emit) {
   auto pid = selected_pid(agent, request);
   if (!pid) {
-    return StreamOutcome{.messages = {}, .error = pid.error()};
+    return pid.error();
   }
   auto listed = agent.list_processes();
   bool pty = false;
@@ -122,7 +116,7 @@ StreamOutcome connect(agent::AgentClient& agent, const json& request, const Envd
       pty = pty || (p.pid == *pid && p.pty);
     }
   }
-  return follow(agent, *pid, pty, caller);
+  return follow(agent, *pid, pty, caller, emit);
 }
 
 ConnectResult<json> list(agent::AgentClient& agent, const json&, const EnvdCaller&) {
@@ -282,13 +276,19 @@ ConnectResult<agent::ProcessStartRequest> start_request(const json& request,
 
 std::vector<EnvdMethod> process_methods() {
   return {
-      {.path = "/process.Process/Start", .unary = {}, .stream = start},
-      {.path = "/process.Process/Connect", .unary = {}, .stream = connect},
-      {.path = "/process.Process/List", .unary = list, .stream = {}},
-      {.path = "/process.Process/SendInput", .unary = send_input, .stream = {}},
-      {.path = "/process.Process/CloseStdin", .unary = close_stdin, .stream = {}},
-      {.path = "/process.Process/SendSignal", .unary = send_signal, .stream = {}},
-      {.path = "/process.Process/Update", .unary = update, .stream = {}},
+      {.path = "/process.Process/Start",
+       .unary = {},
+       .stream = start,
+       .keepalive = event({{"keepalive", json::object()}})},
+      {.path = "/process.Process/Connect",
+       .unary = {},
+       .stream = connect,
+       .keepalive = event({{"keepalive", json::object()}})},
+      {.path = "/process.Process/List", .unary = list, .stream = {}, .keepalive = {}},
+      {.path = "/process.Process/SendInput", .unary = send_input, .stream = {}, .keepalive = {}},
+      {.path = "/process.Process/CloseStdin", .unary = close_stdin, .stream = {}, .keepalive = {}},
+      {.path = "/process.Process/SendSignal", .unary = send_signal, .stream = {}, .keepalive = {}},
+      {.path = "/process.Process/Update", .unary = update, .stream = {}, .keepalive = {}},
   };
 }
 

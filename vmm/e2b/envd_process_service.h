@@ -4,9 +4,10 @@
 // terminal's size). A process is named by pid or by tag; one the agent does not keep is
 // not_found. StreamInput, a client stream, cannot be served over HTTP/1.1: unimplemented.
 //
-// A stream's events are collected until the process ends and then sent in one answer (the
-// pool's HTTP server answers whole responses): up to kMaxStreamOutputBytes of output, past
-// which the rest is dropped and the end event's error says how much.
+// A stream's events are emitted as they happen: start once the process runs, data as its
+// output comes from the agent (no faster than the client reads it: the agent keeps what
+// waits, in its bounded buffer), end when it ends. A client that goes away ends the stream;
+// the process runs on, and Connect follows it again.
 #pragma once
 
 #include <vector>
@@ -14,8 +15,6 @@
 #include "vmm/e2b/envd_service.h"
 
 namespace dsec::e2b {
-
-inline constexpr size_t kMaxStreamOutputBytes = size_t{16} * 1024 * 1024;
 
 std::vector<EnvdMethod> process_methods();
 

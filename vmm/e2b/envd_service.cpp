@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "vmm/agent/connection_cutter.h"
 #include "vmm/e2b/base64.h"
 
 namespace dsec::e2b {
@@ -22,6 +23,19 @@ ConnectError agent_failure(const Error& e) {
     code = ConnectCode::kInvalidArgument;
   }
   return ConnectError{.code = code, .message = message};
+}
+
+ConnectError client_gone() {
+  return ConnectError{.code = ConnectCode::kCanceled, .message = "the client went away"};
+}
+
+agent::AgentClient agent_for_client(const std::string& vsock,
+                                    const std::shared_ptr<http::ClientPresence>& client) {
+  auto cutter = std::make_shared<agent::ConnectionCutter>();
+  if (client) {
+    client->on_gone(agent::ConnectionCutter::stopper(cutter));
+  }
+  return agent::AgentClient(agent::cuttable_vsock_uds(vsock, std::move(cutter)));
 }
 
 ConnectResult<std::string> basic_user(std::string_view authorization) {

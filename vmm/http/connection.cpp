@@ -94,7 +94,8 @@ void HttpConnection::consume_output(size_t bytes) {
 }
 
 std::optional<HttpRequest> HttpConnection::next_request() {
-  if (closing_ || awaiting_response_ || output().size() >= limits_.max_pending_bytes) {
+  if (closing_ || awaiting_response_ || streaming_ ||
+      output().size() >= limits_.max_pending_bytes) {
     return std::nullopt;
   }
   while (pending_input() > 0 && !complete_) {
@@ -142,14 +143,40 @@ void HttpConnection::respond(const HttpResponse& response) {
     output_ += head.serialize(close);
   } else {
     output_ += response.serialize(close);
+    if (response.stream) {
+      streaming_ = true;
+      return;  // closing_, if asked, once the body ended
+    }
   }
   if (close) {
     closing_ = true;
   }
 }
 
+void HttpConnection::send_chunk(std::string_view bytes) {
+  if (!streaming_ || bytes.empty()) {
+    return;
+  }
+  // What was sent goes first: a stream the client keeps reading would otherwise grow the
+  // output by its whole body, never sent to its end at once.
+  output_.erase(0, output_sent_);
+  output_sent_ = 0;
+  output_ += HttpResponse::chunk(bytes);
+}
+
+void HttpConnection::end_stream() {
+  if (!streaming_) {
+    return;
+  }
+  streaming_ = false;
+  output_ += HttpResponse::kLastChunk;
+  if (!answering_keep_alive_) {
+    closing_ = true;
+  }
+}
+
 HttpConnection::Phase HttpConnection::phase() const {
-  if (awaiting_response_) {
+  if (awaiting_response_ || (streaming_ && output().empty())) {
     return Phase::kAnswering;
   }
   if (!output().empty()) {

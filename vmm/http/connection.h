@@ -65,8 +65,22 @@ class HttpConnection {
   // answered yet, answers wait to be sent beyond the limit, or the connection is closing.
   // A malformed request is answered here.
   std::optional<HttpRequest> next_request();
-  // Answers the request next_request() returned last.
+  // Answers the request next_request() returned last. A streamed response (one with a
+  // stream; not to a HEAD) sends its head now and its body through send_chunk() and
+  // end_stream(); no other request is taken meanwhile.
   void respond(const HttpResponse& response);
+  // A streamed response's body is being sent.
+  bool streaming() const { return streaming_; }
+  // Its next piece, as one chunk (nothing for empty bytes).
+  void send_chunk(std::string_view bytes);
+  // Its end; the connection then closes if the request asked so.
+  void end_stream();
+  // How many more bytes of output fit before the limit (a stream's pieces wait meanwhile).
+  size_t output_room() const {
+    return output().size() >= limits_.max_pending_bytes
+               ? 0
+               : limits_.max_pending_bytes - output().size();
+  }
 
   // Bytes to send to the client, and how many of them were sent.
   std::string_view output() const { return std::string_view(output_).substr(output_sent_); }
@@ -84,7 +98,8 @@ class HttpConnection {
     kIdle,       // between requests: nothing of the next one here, nothing to send
     kHeaders,    // a request begun, its URL and headers not all here
     kBody,       // its headers here, its body not all
-    kAnswering,  // a request handed out and not answered yet: the handler's time
+    kAnswering,  // a request handed out and not answered yet (or a streamed answer's
+                 // next piece awaited): the handler's time
     kSending,    // answers wait for the client to read them
   };
   Phase phase() const;
@@ -119,6 +134,7 @@ class HttpConnection {
   bool eof_ = false;
   bool closing_ = false;
   bool awaiting_response_ = false;
+  bool streaming_ = false;
   // The request being answered: a HEAD gets no body, and without keep-alive the
   // connection closes after the answer.
   bool answering_head_ = false;

@@ -205,8 +205,15 @@ std::string HttpResponse::serialize(bool close) const {
   for (const auto& [name, value] : headers) {
     out += fmt::format("{}: {}\r\n", name, value);
   }
-  if (!body.empty()) {
+  if (!body.empty() || stream) {
     out += fmt::format("Content-Type: {}\r\n", content_type);
+  }
+  if (stream) {
+    out += "Transfer-Encoding: chunked\r\n";
+    if (close) {
+      out += "Connection: close\r\n";
+    }
+    return out + "\r\n" + chunk(body);
   }
   // A 204 carries no Content-Length (RFC 9110 8.6); everything else says how long it is.
   if (status != 204) {
@@ -218,6 +225,13 @@ std::string HttpResponse::serialize(bool close) const {
   out += "\r\n";
   out += body;
   return out;
+}
+
+std::string HttpResponse::chunk(std::string_view bytes) {
+  if (bytes.empty()) {
+    return {};
+  }
+  return fmt::format("{:x}\r\n", bytes.size()) + std::string(bytes) + "\r\n";
 }
 
 std::string Caller::key() const {

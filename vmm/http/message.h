@@ -18,6 +18,8 @@
 
 namespace dsec::http {
 
+class BodyStream;
+
 enum class Method { kGet, kPut, kPatch, kPost, kDelete, kOther };
 
 // "GET", "PUT", ...; "?" for kOther.
@@ -87,6 +89,9 @@ struct HttpResponse {
   std::string content_type = "application/json";
   // Extra headers, e.g. Allow on a 405.
   std::vector<std::pair<std::string, std::string>> headers;
+  // Set: the body is this stream's (body_stream.h), sent as it comes in chunked transfer
+  // encoding after `body`, which is then its first piece.
+  std::shared_ptr<BodyStream> stream{};
 
   // 200 with `body` as JSON.
   static HttpResponse json(const nlohmann::json& body, int status = 200);
@@ -98,7 +103,14 @@ struct HttpResponse {
   static HttpResponse fault(const std::string& message, int status = 400);
 
   // The status line, headers and body, ready for the socket; `close` adds "Connection: close".
+  // A streamed response's: the head with "Transfer-Encoding: chunked", and `body` as its
+  // first chunk.
   std::string serialize(bool close) const;
+
+  // One chunk of a streamed body ("" for none: an empty chunk would end the body), and the
+  // body's end.
+  static std::string chunk(std::string_view bytes);
+  static constexpr std::string_view kLastChunk = "0\r\n\r\n";
 };
 
 // Answers one request, now or later (once), on the thread of the server's event loop. One

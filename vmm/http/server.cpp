@@ -283,6 +283,11 @@ void HttpServer::stop() {
   if (thread_.joinable()) {
     thread_.join();
   }
+  for (auto& [id, c] : connections_) {
+    if (c.stream) {
+      c.stream->close_reader();  // its producer stops waiting for a client
+    }
+  }
   connections_.clear();
   listener_.reset();
   tcp_listeners_.clear();
@@ -436,28 +441,123 @@ void HttpServer::answer(uint64_t id, const HttpResponse& response) {
   if (it == connections_.end()) {
     return;  // the client went away, or the server stopped
   }
-  it->second.awaited_client.reset();
-  it->second.http->respond(response);
+  Connection& c = it->second;
+  c.awaited_client.reset();
+  c.http->respond(response);
+  if (response.stream && c.http->streaming()) {
+    c.stream = response.stream;
+    c.stream_active = false;
+    arm_heartbeat(id, c);
+  } else if (response.stream) {
+    response.stream->close_reader();  // a HEAD's answer, or one to a connection closing
+  }
   serve(id);  // from inside serve() for this connection, that serve() goes on
+}
+
+bool HttpServer::pump_stream(Connection& c) {
+  if (!c.stream) {
+    return false;
+  }
+  if (const size_t room = c.http->output_room(); room > 0) {
+    const std::string bytes = c.stream->take(room);
+    if (!bytes.empty()) {
+      c.http->send_chunk(bytes);
+      c.stream_active = true;
+    }
+  }
+  if (!c.stream->drained()) {
+    return false;
+  }
+  c.http->end_stream();
+  drop_stream(c, /*gone=*/false);
+  return true;
+}
+
+void HttpServer::drop_stream(Connection& c, bool gone) {
+  if (const auto watch = c.stream_watch) {
+    static_cast<void>(loop_.remove_watch(*watch));
+    c.stream_watch.reset();
+  }
+  if (const auto timer = c.heartbeat) {
+    static_cast<void>(loop_.cancel_timer(*timer));
+    c.heartbeat.reset();
+  }
+  if (c.stream && gone) {
+    c.stream->close_reader();
+  }
+  c.stream.reset();
+}
+
+void HttpServer::arm_heartbeat(uint64_t id, Connection& c) {
+  const BodyStream::Options& options = c.stream->options();
+  if (options.heartbeat_interval.count() == 0 || options.heartbeat.empty()) {
+    return;
+  }
+  auto timer = loop_.add_timer(options.heartbeat_interval, [this, id] {
+    const auto it = connections_.find(id);
+    if (it == connections_.end() || !it->second.stream) {
+      return;
+    }
+    Connection& beating = it->second;
+    beating.heartbeat.reset();  // it fired
+    // Quiet since the last beat, and nothing waits: tell the client the stream lives. It
+    // goes through the stream, so it never splits a message the producer wrote.
+    if (!beating.stream_active && beating.http->output().empty()) {
+      beating.stream->write(beating.stream->options().heartbeat, /*wait=*/false);
+    }
+    beating.stream_active = false;
+    arm_heartbeat(id, beating);
+  });
+  if (timer) {
+    c.heartbeat = *timer;
+  }
+}
+
+bool HttpServer::watch_stream(uint64_t id, Connection& c) {
+  const bool wanted = c.stream && c.http->output_room() > 0;
+  // A watch fires on the eventfd's wakeups: one kept while it is readable already (bytes
+  // left that did not fit) would not fire again, so it is armed afresh, and fires at once.
+  const bool readable = wanted && c.stream->ready();
+  if (wanted == c.stream_watch.has_value() && !readable) {
+    return true;
+  }
+  if (const auto watch = c.stream_watch) {
+    static_cast<void>(loop_.remove_watch(*watch));
+    c.stream_watch.reset();
+  }
+  if (!wanted) {
+    return true;
+  }
+  auto watch = loop_.add_fd_watch(c.stream->fd(), [this, id] { serve(id); });
+  if (!watch) {
+    spdlog::warn("api: cannot watch a streamed answer: {}", watch.error().message());
+    return false;
+  }
+  c.stream_watch = *watch;
+  return true;
 }
 
 void HttpServer::serve_connection(uint64_t id, Connection& c) {
   // Bytes a TLS session decrypted and holds are no event on the socket: while the connection
   // takes input and the session holds some, serve it again rather than wait for one.
+  // A stream that ended lets the requests received meanwhile be answered: again, too.
+  bool again = false;
   do {
-    if (!serve_once(id, c)) {
+    if (!serve_once(id, c, again)) {
       return;  // closed
     }
-  } while (c.http->wants_input() && c.transport->has_buffered_input() &&
-           !c.http->awaiting_response());
+  } while (again || (c.http->wants_input() && c.transport->has_buffered_input() &&
+                     !c.http->awaiting_response() && !c.http->streaming()));
   watch_connection(id, c);
 }
 
-bool HttpServer::serve_once(uint64_t id, Connection& c) {
+bool HttpServer::serve_once(uint64_t id, Connection& c, bool& stream_ended) {
+  stream_ended = false;
   if (!read_from(c)) {
     close_connection(id);
     return false;
   }
+  pump_stream(c);
   // Answer every whole request, writing after each, so that a client's pipelined requests
   // find their answers in order and the output never grows past one answer per round.
   while (true) {
@@ -472,11 +572,18 @@ bool HttpServer::serve_once(uint64_t id, Connection& c) {
       c.awaited_client = request->client;
       break;  // answered later: answer() serves the connection again
     }
+    pump_stream(c);
     if (!write_to(c) || !read_from(c)) {
       close_connection(id);
       return false;
     }
   }
+  if (!write_to(c)) {
+    close_connection(id);
+    return false;
+  }
+  // The output made room: more of a stream fits (and it may end).
+  stream_ended = pump_stream(c);
   if (!write_to(c) || c.http->finished()) {
     close_connection(id);
     return false;
@@ -501,7 +608,13 @@ void HttpServer::watch_connection(uint64_t id, Connection& c) {
     return;
   }
   if (events == 0) {
-    close_connection(id);  // neither side can move: nothing more will happen on it
+    // Neither side can move (a streamed answer's client shut its side: it is gone):
+    // nothing more will happen on it.
+    close_connection(id);
+    return;
+  }
+  if (!watch_stream(id, c)) {
+    close_connection(id);
     return;
   }
   keep_deadline(id, c);
@@ -537,6 +650,7 @@ void HttpServer::close_connection(uint64_t id) {
   if (it->second.awaited_client) {
     it->second.awaited_client->mark_gone();  // its answer has nowhere to go now
   }
+  drop_stream(it->second, /*gone=*/true);
   connections_.erase(it);
 }
 

@@ -8,7 +8,10 @@
 // the VM's own event-loop thread, so a handler may wait for work on that loop
 // (Machine::snapshot does) without a deadlock. A deferred handler (serve_deferred) answers
 // through a Responder instead, later if it likes, from the loop's thread: the other
-// connections are served meanwhile, and its own waits for the answer.
+// connections are served meanwhile, and its own waits for the answer. An answer may be a
+// stream (HttpResponse::stream, body_stream.h): its head goes at once, its body in chunks
+// as its producer writes them, no faster than the client reads; a client that goes away
+// ends it.
 #pragma once
 
 #include <sys/types.h>
@@ -27,6 +30,7 @@
 
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
+#include "vmm/http/body_stream.h"
 #include "vmm/http/connection.h"
 #include "vmm/http/transport.h"
 #include "vmm/io/event_loop.h"
@@ -112,6 +116,12 @@ class HttpServer {
     std::optional<io::TimerId> deadline;
     HttpConnection::Phase deadline_phase = HttpConnection::Phase::kAnswering;
     bool sent_since_armed = false;
+    // The streamed answer being sent, the watch on its eventfd (while the output has room),
+    // its heartbeat's timer, and whether it sent anything since that last fired.
+    std::shared_ptr<BodyStream> stream;
+    std::optional<io::WatchId> stream_watch;
+    std::optional<io::TimerId> heartbeat;
+    bool stream_active = false;
   };
 
   HttpServer(std::string path, UniqueFd listener, ino_t inode, io::EventLoop loop,
@@ -123,12 +133,21 @@ class HttpServer {
   // watches for what the connection needs next (or closes it).
   void serve(uint64_t id);
   void serve_connection(uint64_t id, Connection& c);
-  // One round of serve_connection: false when it closed the connection.
-  bool serve_once(uint64_t id, Connection& c);
+  // One round of serve_connection: false when it closed the connection; `stream_ended`:
+  // a streamed answer ended in it, so requests received meanwhile may wait.
+  bool serve_once(uint64_t id, Connection& c, bool& stream_ended);
   // Watches for what the connection needs next, or closes it when nothing can move.
   void watch_connection(uint64_t id, Connection& c);
   // A deferred handler's answer to connection `id`'s request (gone: dropped).
   void answer(uint64_t id, const HttpResponse& response);
+  // Moves a streamed answer's waiting bytes into the output, as far as it has room, and
+  // ends the body once its producer finished; true when it ended it now.
+  bool pump_stream(Connection& c);
+  // Forgets the connection's stream: its watch and heartbeat; `gone`: tells its producer.
+  void drop_stream(Connection& c, bool gone);
+  void arm_heartbeat(uint64_t id, Connection& c);
+  // Watches the stream's eventfd exactly while the output has room for its bytes.
+  bool watch_stream(uint64_t id, Connection& c);
   bool read_from(Connection& c);
   bool write_to(Connection& c);
   // Logs why the transport failed, when it says (a TLS handshake's failure, throttled).

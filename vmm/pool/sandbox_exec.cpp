@@ -1,15 +1,10 @@
 #include "vmm/pool/sandbox_exec.h"
 
-#include <fcntl.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "vmm/agent/client.h"
-#include "vmm/common/unique_fd.h"
+#include "vmm/agent/connection_cutter.h"
 
 namespace dsec::pool {
 namespace {
@@ -36,49 +31,16 @@ const char* kind_name(agent::ExitStatus::Kind kind) {
   return "?";
 }
 
-// The exec's agent connections while it runs, shut at once when its client leaves: the
-// blocked exec then fails, and the guest's agent, its host gone, kills the command. Each is
-// a copy of the connection's descriptor, closed with this object (the exec's end).
-class ExecConnections {
- public:
-  void add(int fd) {
-    UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-    const std::lock_guard lock(mutex_);
-    if (stopped_ && copy) {
-      ::shutdown(copy.get(), SHUT_RDWR);
-    }
-    copies_.push_back(std::move(copy));
-  }
-  void stop() {
-    const std::lock_guard lock(mutex_);
-    stopped_ = true;
-    for (const UniqueFd& copy : copies_) {
-      ::shutdown(copy.get(), SHUT_RDWR);
-    }
-  }
-
- private:
-  std::mutex mutex_;
-  bool stopped_ = false;
-  std::vector<UniqueFd> copies_;
-};
-
 }  // namespace
 
 Result<ExecOutcome> exec_in_sandbox(const std::string& vsock, const ExecCall& call) {
-  const auto connections = std::make_shared<ExecConnections>();
+  // Its connections are shut at once when its client leaves: the blocked exec then fails,
+  // and the guest's agent, its host gone, kills the command.
+  const auto connections = std::make_shared<agent::ConnectionCutter>();
   if (call.client) {
-    call.client->on_gone([weak = std::weak_ptr(connections)] {
-      if (const auto alive = weak.lock()) {
-        alive->stop();
-      }
-    });
+    call.client->on_gone(agent::ConnectionCutter::stopper(connections));
   }
-  agent::AgentClient client([vsock, connections]() -> Result<UniqueFd> {
-    auto fd = DSEC_TRY(agent::connect_vsock_uds(vsock, agent::kAgentPort));
-    connections->add(fd.get());
-    return fd;
-  });
+  agent::AgentClient client(agent::cuttable_vsock_uds(vsock, connections));
   ExecOutcome outcome;
   const auto stdin_bytes =
       std::span(reinterpret_cast<const uint8_t*>(call.stdin_data.data()), call.stdin_data.size());
