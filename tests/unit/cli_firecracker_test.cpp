@@ -72,7 +72,7 @@ TEST_F(CliFirecracker, HelpListsFirecrackersOptionsAndWhichAreRefused) {
     EXPECT_THAT(help.output, HasSubstr(option)) << option;
   }
   EXPECT_THAT(help.output, AllOf(HasSubstr("/run/firecracker.socket"),
-                                 HasSubstr("Refused: dsec-vmm has no MMDS")));
+                                 HasSubstr("metadata service (MMDS)")));
   EXPECT_THAT(run_command(kVmm + " --help").output, HasSubstr("firecracker"));
 }
 
@@ -80,8 +80,9 @@ TEST_F(CliFirecracker, OptionsDsecVmmCannotHonourAreRefusedByNameBeforeAnythingS
   const std::string socket = dir_.file("fc.socket").string();
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--seccomp-filter /etc/hostname", "--seccomp-filter is not supported"},
-      {"--metadata /etc/hostname", "--metadata is not supported: dsec-vmm has no MMDS"},
-      {"--mmds-size-limit 4096", "--mmds-size-limit is not supported"},
+      {"--metadata /etc/hostname", "--metadata /etc/hostname: the MMDS document is not valid JSON"},
+      {"--metadata /nonexistent/meta.json", "--metadata"},
+      {"--mmds-size-limit 0", "--mmds-size-limit"},
       {"--module api_server", "--module is not supported"},
       {"--enable-pci", "--enable-pci is not supported"},
       {"--id a_b", "--id \"a_b\" is not an instance id"},

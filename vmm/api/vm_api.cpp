@@ -31,8 +31,13 @@ const char* state_name(InstanceState state) {
 
 }  // namespace
 
-VmApi::VmApi(VmBackend& backend, std::string instance_id)
-    : backend_(backend), instance_id_(std::move(instance_id)) {
+VmApi::VmApi(VmBackend& backend, std::string instance_id, std::shared_ptr<mmds::Mmds> mmds)
+    : backend_(backend), instance_id_(std::move(instance_id)), mmds_(std::move(mmds)) {
+  if (!mmds_) {
+    const auto config = backend_.config();
+    const bool has_own = config && config->mmds && config->mmds->service;
+    mmds_ = has_own ? config->mmds->service : std::make_shared<mmds::Mmds>();
+  }
   router_.add(http::Method::kGet, "/",
               [this](const http::HttpRequest&, const Args&) { return instance_info(); });
   router_.add(http::Method::kGet, "/version", [](const http::HttpRequest&, const Args&) {
@@ -49,6 +54,7 @@ VmApi::VmApi(VmBackend& backend, std::string instance_id)
   add_work_route(http::Method::kPut, "/snapshot/load",
                  [this](std::string_view body, const Args&) { return load_snapshot(body); });
   add_preboot_routes();
+  add_mmds_routes();
 }
 
 void VmApi::add_work_route(http::Method method, std::string_view pattern, Work work) {

@@ -178,6 +178,15 @@ void VirtioNet::process_tx() {
         }
         return true;
       });
+  if (mmds_ && mmds_->has_frame()) {
+    process_rx();  // the MMDS's answers to what the guest just sent
+  }
+}
+
+Result<bool> VirtioNet::detour_to_mmds(const DescriptorChain& chain) {
+  tx_scratch_.resize(chain.readable_bytes() - kHeaderSize);
+  DSEC_TRY(read_buffers(memory_, slice_buffers(chain.readable, kHeaderSize), tx_scratch_));
+  return mmds_->detour(tx_scratch_, std::chrono::steady_clock::now());
 }
 
 Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
@@ -187,6 +196,9 @@ Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
     return fail(fmt::format(
         "virtio-net: tx chain {} holds {} bytes, not a {}-byte header and a frame of at most {}",
         chain.head, readable, kHeaderSize, kMaxFrameSize));
+  }
+  if (mmds_ && DSEC_TRY(detour_to_mmds(chain))) {
+    return 0;  // the MMDS's, not the TAP's
   }
   // The frame, gathered past the header.
   const std::vector<iovec> iov =
@@ -219,24 +231,8 @@ void VirtioNet::process_rx() {
   VirtQueue& q = queues_[kRxQueue];
   bool returned = false;
   for (;;) {
-    if (!frame_pending_) {
-      ssize_t n;
-      do {
-        n = ::read(fd_.get(), frame_.data(), frame_.size());
-      } while (n < 0 && errno == EINTR);
-      if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && log_limiter_.allow()) {
-          spdlog::warn("virtio-net: reading from the TAP: {}", std::strerror(errno));
-        }
-        break;
-      }
-      if (n == 0) {
-        // The other end is gone (a socket in tests); stop polling what stays readable.
-        unwatch_tap();
-        break;
-      }
-      frame_len_ = static_cast<size_t>(n);
-      frame_pending_ = true;
+    if (!frame_pending_ && !take_frame()) {
+      break;
     }
     auto chain = q.pop(memory_);
     if (!chain) {
@@ -284,6 +280,35 @@ void VirtioNet::process_rx() {
   if (returned) {
     signal_used_if_wanted(q, memory_, *interrupt_);
   }
+}
+
+bool VirtioNet::take_frame() {
+  if (mmds_) {
+    if (auto frame = mmds_->next_frame(); frame && frame->size() <= frame_.size()) {
+      std::copy(frame->begin(), frame->end(), frame_.begin());
+      frame_len_ = frame->size();
+      frame_pending_ = true;
+      return true;
+    }
+  }
+  ssize_t n;
+  do {
+    n = ::read(fd_.get(), frame_.data(), frame_.size());
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK && log_limiter_.allow()) {
+      spdlog::warn("virtio-net: reading from the TAP: {}", std::strerror(errno));
+    }
+    return false;
+  }
+  if (n == 0) {
+    // The other end is gone (a socket in tests); stop polling what stays readable.
+    unwatch_tap();
+    return false;
+  }
+  frame_len_ = static_cast<size_t>(n);
+  frame_pending_ = true;
+  return true;
 }
 
 void VirtioNet::watch_tap() {

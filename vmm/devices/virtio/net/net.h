@@ -36,6 +36,7 @@
 #include "vmm/devices/virtio/virtio_device.h"
 #include "vmm/io/event_loop.h"
 #include "vmm/memory/guest_memory.h"
+#include "vmm/mmds/net_stack.h"
 
 namespace dsec::virtio {
 
@@ -92,6 +93,9 @@ class VirtioNet final : public VirtioDevice {
   void notify(uint16_t queue) override;
 
   const MacAddress& mac() const { return mac_; }
+  // Frames the guest sends to the MMDS address go to `stack` instead of the TAP, and its
+  // answers come ahead of the TAP's frames (mmds/net_stack.h). Before activate().
+  void set_mmds(std::unique_ptr<mmds::NetStack> stack) { mmds_ = std::move(stack); }
   // New rate limiters (Firecracker's PATCH /network-interfaces/{id}), in force from the
   // next frame; frames the old ones held back go now if the new ones let them. On the
   // loop's thread.
@@ -113,6 +117,11 @@ class VirtioNet final : public VirtioDevice {
   // Error for a chain that is no frame, which breaks the queue.
   Result<uint32_t> send_frame(const DescriptorChain& chain);
   void process_rx();
+  // The next frame for the guest into frame_: the MMDS stack's, else the TAP's. False when
+  // neither has one.
+  bool take_frame();
+  // With MMDS: the chain's frame gathered into tx_scratch_; true when the MMDS took it.
+  Result<bool> detour_to_mmds(const DescriptorChain& chain);
   void watch_tap();
   void unwatch_tap();
   void report_broken(const Error& error);
@@ -133,6 +142,7 @@ class VirtioNet final : public VirtioDevice {
   size_t frame_len_ = 0;
   bool frame_pending_ = false;
   std::vector<uint8_t> tx_scratch_;
+  std::unique_ptr<mmds::NetStack> mmds_;
   LogRateLimiter log_limiter_;
   std::optional<devices::LoopRateLimiter> rx_limiter_;  // with a limit configured
   std::optional<devices::LoopRateLimiter> tx_limiter_;
