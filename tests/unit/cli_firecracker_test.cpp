@@ -167,5 +167,33 @@ TEST_F(CliFirecracker, AFreshVmmServesItsApiWithTheLogAndMetricsOnFifos) {
   EXPECT_FALSE(std::filesystem::exists(socket));
 }
 
+// --metadata is the MMDS document GET /mmds answers; --mmds-size-limit bounds what a PUT
+// may make of it.
+TEST_F(CliFirecracker, MetadataIsTheMmdsDocumentWithinTheSizeLimit) {
+  const auto metadata = dir_.file("meta.json");
+  std::ofstream(metadata) << R"({ "latest": { "meta-data": { "id": "vm-42" } } })";
+  const std::string socket = dir_.file("fc.socket").string();
+  const auto pid_file = dir_.file("pid");
+  auto vmm = std::async(std::launch::async, [&] {
+    return run_process({"/bin/sh", "-c",
+                        "echo $$ > " + pid_file.string() + "; exec " + firecracker_.string() +
+                            " --api-sock " + socket + " --metadata " + metadata.string() +
+                            " --mmds-size-limit 64"},
+                       60s);
+  });
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(socket); }, 30s))
+      << "no API socket: " << vmm.get().describe();
+  const auto client = api::vmm_api_client(socket, 10s);
+  const auto document = client.get("/mmds");
+  ASSERT_TRUE(document) << document.error().message();
+  EXPECT_EQ(document->dump(), R"({"latest":{"meta-data":{"id":"vm-42"}}})");
+  const auto big = client.request("PUT", "/mmds", R"({"k":")" + std::string(64, 'x') + R"("})");
+  ASSERT_TRUE(big) << big.error().message();
+  EXPECT_EQ(big->status, 413);
+  EXPECT_THAT(big->body, HasSubstr("The MMDS patch request doesn't fit."));
+  ASSERT_EQ(::kill(std::stoi(file_text(pid_file)), SIGTERM), 0);
+  EXPECT_EQ(vmm.get().exit_status, 0);
+}
+
 }  // namespace
 }  // namespace dsec::test
