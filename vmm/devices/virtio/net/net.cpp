@@ -245,6 +245,7 @@ void VirtioNet::process_rx() {
       unwatch_tap();
       break;
     }
+    const DescriptorChain& c = **chain;
     if (rx_limiter_ && !rx_limiter_->admit(frame_len_)) {
       metrics_->rx_rate_limiter_throttled.inc();
       // Out of tokens: the frame waits, the TAP queues (then drops) what follows, and the
@@ -253,7 +254,6 @@ void VirtioNet::process_rx() {
       unwatch_tap();
       break;
     }
-    const DescriptorChain& c = **chain;
     uint32_t written = 0;
     if (c.writable_bytes() >= kHeaderSize + frame_len_) {
       std::array<uint8_t, kHeaderSize> header{};
