@@ -240,12 +240,13 @@ void VirtioNet::process_rx() {
       unwatch_tap();
       break;
     }
-    if (!chain->has_value()) {
+    const std::optional<DescriptorChain>& popped = *chain;
+    if (!popped.has_value()) {
       // No buffer: keep the frame and wait for the guest's rx notification.
       unwatch_tap();
       break;
     }
-    const DescriptorChain& c = **chain;
+    const DescriptorChain& c = *popped;
     if (rx_limiter_ && !rx_limiter_->admit(frame_len_)) {
       metrics_->rx_rate_limiter_throttled.inc();
       // Out of tokens: the frame waits, the TAP queues (then drops) what follows, and the
