@@ -33,10 +33,11 @@ const char* state_name(InstanceState state) {
 
 VmApi::VmApi(VmBackend& backend, std::string instance_id, std::shared_ptr<mmds::Mmds> mmds)
     : backend_(backend), instance_id_(std::move(instance_id)), mmds_(std::move(mmds)) {
+  if (const auto config = backend_.config(); !mmds_ && config && config->mmds) {
+    mmds_ = config->mmds->service;
+  }
   if (!mmds_) {
-    const auto config = backend_.config();
-    const bool has_own = config && config->mmds && config->mmds->service;
-    mmds_ = has_own ? config->mmds->service : std::make_shared<mmds::Mmds>();
+    mmds_ = std::make_shared<mmds::Mmds>();
   }
   router_.add(http::Method::kGet, "/",
               [this](const http::HttpRequest&, const Args&) { return instance_info(); });
