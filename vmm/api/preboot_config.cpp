@@ -125,6 +125,7 @@ void PrebootConfig::set_mmds_config(const mmds::MmdsConfig& config) {
 
 std::vector<std::string> PrebootConfig::iface_ids() const {
   std::vector<std::string> ids;
+  ids.reserve(config_.nets.size());
   for (const auto& net : config_.nets) {
     ids.push_back(net.iface_id());
   }
