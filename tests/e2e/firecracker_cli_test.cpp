@@ -122,10 +122,10 @@ TEST(FirecrackerCli, KatasCommandLineBootsTheConfigFileAndAPatchedDriveReachesTh
   EXPECT_EQ(trimmed(sh(*vm, "head -c 8 /dev/vda").out), "the real");
 
   // Firecracker's answer to a path it has not.
-  const auto unknown = client.request("GET", "/mmds", "");
+  const auto unknown = client.request("GET", "/mmds/config", "");
   ASSERT_TRUE(unknown) << unknown.error().message();
   EXPECT_EQ(unknown->status, 400);
-  EXPECT_THAT(unknown->body, HasSubstr("Invalid request method and/or path: GET /mmds."));
+  EXPECT_THAT(unknown->body, HasSubstr("Invalid request method and/or path: GET /mmds/config."));
 
   // Nobody read the FIFOs: the VMM ran on all the same, and SIGTERM ends it as `serve`.
   const int status = vm->stop(SIGTERM);

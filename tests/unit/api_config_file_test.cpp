@@ -150,6 +150,26 @@ TEST_F(ApiConfigFile, RateLimitersReachTheDrivesAndTheInterface) {
   EXPECT_FALSE(config.nets[0].rx_rate_limiter.limits());
 }
 
+// "mmds-config" names interfaces of the file's "network-interfaces".
+TEST_F(ApiConfigFile, MmdsConfigEnablesTheMetadataServiceOnItsInterfaces) {
+  auto j = example();
+  j["mmds-config"] = {{"version", "V2"},
+                      {"network_interfaces", {"net1"}},
+                      {"ipv4_address", "169.254.170.2"}};
+  ASSERT_OK_AND_ASSIGN(auto file, parse_config_file(j.dump()));
+  ASSERT_OK_AND_ASSIGN(auto config, file.preboot.boot_config());
+  ASSERT_TRUE(config.mmds.has_value());
+  EXPECT_EQ(config.mmds->version, mmds::MmdsVersion::kV2);
+  EXPECT_EQ(config.mmds->network_interfaces, std::vector<std::string>{"net1"});
+  EXPECT_EQ(config.mmds->ipv4_address, (mmds::Ipv4Address{169, 254, 170, 2}));
+  EXPECT_FALSE(config.mmds->imds_compat);
+  j["mmds-config"]["network_interfaces"] = {"eth7"};
+  EXPECT_THAT(error_of(parse_config_file(j.dump())),
+              HasSubstr("does not correspond to any existing network interface"));
+  j["mmds-config"] = {{"network_interfaces", {"net1"}}, {"frob", 1}};
+  EXPECT_THAT(error_of(parse_config_file(j.dump())), HasSubstr("frob"));
+}
+
 TEST_F(ApiConfigFile, ABadFileIsRefusedNamingItsSectionAndField) {
   auto with = [this](auto change) {
     auto j = example();

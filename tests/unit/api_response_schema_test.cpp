@@ -202,6 +202,8 @@ TEST_F(ApiResponseSchema, AVmWithEveryDeviceAnswersInFirecrackersShape) {
   }
   ASSERT_EQ(put("/vsock", {{"guest_cid", 3}, {"uds_path", dir_.file("v.sock")}}).status, 204);
   ASSERT_EQ(put("/entropy", {{"rate_limiter", limiter}}).status, 204);
+  ASSERT_EQ(put("/mmds/config", {{"version", "V2"}, {"network_interfaces", {"lan"}}}).status, 204);
+  ASSERT_EQ(put("/mmds", {{"latest", {{"meta-data", {{"id", "vm-1"}}}}}}).status, 204);
   expect_every_get_conforms("configured, before the start");
   ASSERT_EQ(put("/actions", {{"action_type", "InstanceStart"}}).status, 204);
   expect_every_get_conforms("running");
@@ -212,6 +214,43 @@ TEST_F(ApiResponseSchema, AVmWithEveryDeviceAnswersInFirecrackersShape) {
   const auto config = json::parse(test::call(api_, http::Method::kGet, "/vm/config", "").body);
   EXPECT_EQ(config.at("network-interfaces").size(), 2u);
   EXPECT_EQ(config.at("drives").size(), 2u);
+  EXPECT_EQ(config.at("mmds-config"), json({{"version", "V2"},
+                                            {"network_interfaces", {"lan"}},
+                                            {"ipv4_address", "169.254.169.254"},
+                                            {"imds_compat", false}}));
+}
+
+TEST_F(ApiResponseSchema, MmdsAnswersAndRefusalsHaveFirecrackersShape) {
+  EXPECT_EQ(test::call(api_, http::Method::kGet, "/mmds", "").body, "{}");
+  const auto early = test::call(api_, http::Method::kPatch, "/mmds", R"({"a":1})");
+  EXPECT_EQ(early.status, 400);
+  EXPECT_EQ(json::parse(early.body).at("fault_message"), "The MMDS data store is not initialized.");
+  EXPECT_EQ(put("/mmds", {{"a", {{"b", 1}}}}).status, 204);
+  EXPECT_EQ(test::call(api_, http::Method::kPatch, "/mmds", R"({"a":{"b":null,"c":"d"}})").status,
+            204);
+  EXPECT_EQ(test::call(api_, http::Method::kGet, "/mmds", "").body, R"({"a":{"c":"d"}})");
+  const auto big = put("/mmds", {{"k", std::string(60000, 'x')}});
+  EXPECT_EQ(big.status, 413);
+  EXPECT_THAT(schemas_.errors_of(schemas_.response_schema("put", "/mmds", 413), json::parse(big.body)),
+              ::testing::IsEmpty());
+  EXPECT_EQ(test::call(api_, http::Method::kPut, "/mmds", std::string(5000, '[')).status, 400);
+  EXPECT_EQ(test::call(api_, http::Method::kPut, "/mmds", "{nope").status, 400);
+  const auto unknown = put("/mmds/config", {{"network_interfaces", {"eth9"}}});
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_THAT(json::parse(unknown.body).at("fault_message").get<std::string>(),
+              ::testing::HasSubstr("does not correspond to any existing network interface"));
+  ASSERT_EQ(put("/network-interfaces/eth0", {{"iface_id", "eth0"}, {"host_dev_name", "tap0"}}).status,
+            204);
+  EXPECT_EQ(put("/mmds/config", {{"network_interfaces", {"eth0"}}, {"ipv4_address", "10.0.0.1"}})
+                .status,
+            400);
+  EXPECT_EQ(put("/mmds/config", {{"network_interfaces", json::array()}}).status, 400);
+  EXPECT_EQ(put("/mmds/config", {{"network_interfaces", {"eth0"}}, {"version", "V3"}}).status, 400);
+  EXPECT_EQ(put("/mmds/config", {{"network_interfaces", {"eth0"}}, {"ipv4_address", "169.254.1.1"}})
+                .status,
+            204);
+  EXPECT_THAT(get_errors("/vm/config"), ::testing::IsEmpty());
+  EXPECT_THAT(get_errors("/mmds"), ::testing::IsEmpty());
 }
 
 TEST_F(ApiResponseSchema, ARestoredVmAnswersInFirecrackersShape) {

@@ -72,7 +72,7 @@ TEST_F(CliFirecracker, HelpListsFirecrackersOptionsAndWhichAreRefused) {
     EXPECT_THAT(help.output, HasSubstr(option)) << option;
   }
   EXPECT_THAT(help.output, AllOf(HasSubstr("/run/firecracker.socket"),
-                                 HasSubstr("Refused: dsec-vmm has no MMDS")));
+                                 HasSubstr("metadata service (MMDS)")));
   EXPECT_THAT(run_command(kVmm + " --help").output, HasSubstr("firecracker"));
 }
 
@@ -80,8 +80,9 @@ TEST_F(CliFirecracker, OptionsDsecVmmCannotHonourAreRefusedByNameBeforeAnythingS
   const std::string socket = dir_.file("fc.socket").string();
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--seccomp-filter /etc/hostname", "--seccomp-filter is not supported"},
-      {"--metadata /etc/hostname", "--metadata is not supported: dsec-vmm has no MMDS"},
-      {"--mmds-size-limit 4096", "--mmds-size-limit is not supported"},
+      {"--metadata /etc/hostname", "--metadata /etc/hostname: the MMDS document is not valid JSON"},
+      {"--metadata /nonexistent/meta.json", "--metadata"},
+      {"--mmds-size-limit 0", "--mmds-size-limit"},
       {"--module api_server", "--module is not supported"},
       {"--enable-pci", "--enable-pci is not supported"},
       {"--id a_b", "--id \"a_b\" is not an instance id"},
@@ -164,6 +165,34 @@ TEST_F(CliFirecracker, AFreshVmmServesItsApiWithTheLogAndMetricsOnFifos) {
   const ProcessOutput ended = vmm.get();
   EXPECT_EQ(ended.exit_status, 0) << ended.describe();
   EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+// --metadata is the MMDS document GET /mmds answers; --mmds-size-limit bounds what a PUT
+// may make of it.
+TEST_F(CliFirecracker, MetadataIsTheMmdsDocumentWithinTheSizeLimit) {
+  const auto metadata = dir_.file("meta.json");
+  std::ofstream(metadata) << R"({ "latest": { "meta-data": { "id": "vm-42" } } })";
+  const std::string socket = dir_.file("fc.socket").string();
+  const auto pid_file = dir_.file("pid");
+  auto vmm = std::async(std::launch::async, [&] {
+    return run_process({"/bin/sh", "-c",
+                        "echo $$ > " + pid_file.string() + "; exec " + firecracker_.string() +
+                            " --api-sock " + socket + " --metadata " + metadata.string() +
+                            " --mmds-size-limit 64"},
+                       60s);
+  });
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(socket); }, 30s))
+      << "no API socket: " << vmm.get().describe();
+  const auto client = api::vmm_api_client(socket, 10s);
+  const auto document = client.get("/mmds");
+  ASSERT_TRUE(document) << document.error().message();
+  EXPECT_EQ(document->dump(), R"({"latest":{"meta-data":{"id":"vm-42"}}})");
+  const auto big = client.request("PUT", "/mmds", R"({"k":")" + std::string(64, 'x') + R"("})");
+  ASSERT_TRUE(big) << big.error().message();
+  EXPECT_EQ(big->status, 413);
+  EXPECT_THAT(big->body, HasSubstr("The MMDS patch request doesn't fit."));
+  ASSERT_EQ(::kill(std::stoi(file_text(pid_file)), SIGTERM), 0);
+  EXPECT_EQ(vmm.get().exit_status, 0);
 }
 
 }  // namespace

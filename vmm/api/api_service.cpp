@@ -18,12 +18,12 @@ Result<std::unique_ptr<ApiService>> ApiService::bind(const std::string& socket_p
   return std::unique_ptr<ApiService>(new ApiService(std::move(*server), std::move(instance_id)));
 }
 
-Status ApiService::serve(std::unique_ptr<MachineBackend> backend) {
+Status ApiService::serve(std::unique_ptr<MachineBackend> backend, std::shared_ptr<mmds::Mmds> mmds) {
   if (backend_) {
     return fail("the API serves a backend already");
   }
   backend_ = std::move(backend);
-  endpoints_ = std::make_unique<VmApi>(*backend_, instance_id_);
+  endpoints_ = std::make_unique<VmApi>(*backend_, instance_id_, std::move(mmds));
   // Before serve(): the loop is the API thread's from then on.
   DSEC_TRY(schedule_metrics_flush());
   return server_->serve(

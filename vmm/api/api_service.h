@@ -34,7 +34,8 @@ class ApiService {
   Status launch(http::HttpServer::ThreadStart setup) { return server_->launch(std::move(setup)); }
   // Serves the endpoints over `backend`, which this object then owns, and writes its
   // metrics, once configured, every kMetricsPeriod on the API thread.
-  Status serve(std::unique_ptr<MachineBackend> backend);
+  // `mmds`: the metadata service's store (VmApi's constructor).
+  Status serve(std::unique_ptr<MachineBackend> backend, std::shared_ptr<mmds::Mmds> mmds = nullptr);
   MachineBackend* backend() { return backend_.get(); }
   // Ends the API thread and removes the socket; the backend (and a VM it owns) stays
   // until this object goes.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "vmm/api/mmds_requests.h"
 #include "vmm/common/file.h"
 
 namespace dsec::api {
@@ -57,11 +58,15 @@ Status read_sections(JsonObject& file, ConfigFile& config) {
   if (const auto entropy = DSEC_TRY(file.optional_object("entropy"))) {
     preboot.set_entropy(DSEC_TRY(parse_entropy(DSEC_TRY(section(*entropy, "entropy")))));
   }
+  // After the interfaces: it names them.
+  if (const auto mmds = DSEC_TRY(file.optional_object("mmds-config"))) {
+    preboot.set_mmds_config(DSEC_TRY(
+        parse_mmds_config(DSEC_TRY(section(*mmds, "mmds-config")), preboot.iface_ids())));
+  }
   // Firecracker's sections for devices this VMM has not: null (as GET /vm/config writes
   // them) or absent.
   DSEC_TRY(file.refuse("balloon", "dsec-vmm has no balloon device"));
   DSEC_TRY(file.refuse("cpu-config", "dsec-vmm has no CPU templates"));
-  DSEC_TRY(file.refuse("mmds-config", "dsec-vmm has no MMDS"));
   return file.finish();
 }
 

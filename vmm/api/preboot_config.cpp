@@ -118,4 +118,18 @@ Result<machine::MachineConfig> PrebootConfig::boot_config() const {
   return config_;
 }
 
+void PrebootConfig::set_mmds_config(const mmds::MmdsConfig& config) {
+  config_.mmds = config;
+  configures_a_boot_ = true;
+}
+
+std::vector<std::string> PrebootConfig::iface_ids() const {
+  std::vector<std::string> ids;
+  ids.reserve(config_.nets.size());
+  for (const auto& net : config_.nets) {
+    ids.push_back(net.iface_id());
+  }
+  return ids;
+}
+
 }  // namespace dsec::api

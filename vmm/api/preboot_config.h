@@ -28,6 +28,10 @@ class PrebootConfig {
   Status put_network_interface(const NetworkInterfaceRequest& request);
   Status set_vsock(const VsockRequest& request);
   void set_entropy(const EntropyRequest& request);
+  // PUT /mmds/config (its interfaces already checked against config().nets).
+  void set_mmds_config(const mmds::MmdsConfig& config);
+  // The ids of the interfaces configured so far.
+  std::vector<std::string> iface_ids() const;
 
   // Whether a request above configured a boot: a snapshot load is then refused, as in
   // Firecracker (the logger does not count).

@@ -31,8 +31,14 @@ const char* state_name(InstanceState state) {
 
 }  // namespace
 
-VmApi::VmApi(VmBackend& backend, std::string instance_id)
-    : backend_(backend), instance_id_(std::move(instance_id)) {
+VmApi::VmApi(VmBackend& backend, std::string instance_id, std::shared_ptr<mmds::Mmds> mmds)
+    : backend_(backend), instance_id_(std::move(instance_id)), mmds_(std::move(mmds)) {
+  if (const auto config = backend_.config(); !mmds_ && config && config->mmds) {
+    mmds_ = config->mmds->service;
+  }
+  if (!mmds_) {
+    mmds_ = std::make_shared<mmds::Mmds>();
+  }
   router_.add(http::Method::kGet, "/",
               [this](const http::HttpRequest&, const Args&) { return instance_info(); });
   router_.add(http::Method::kGet, "/version", [](const http::HttpRequest&, const Args&) {
@@ -49,6 +55,7 @@ VmApi::VmApi(VmBackend& backend, std::string instance_id)
   add_work_route(http::Method::kPut, "/snapshot/load",
                  [this](std::string_view body, const Args&) { return load_snapshot(body); });
   add_preboot_routes();
+  add_mmds_routes();
 }
 
 void VmApi::add_work_route(http::Method method, std::string_view pattern, Work work) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "vmm/api/vm_backend.h"
 #include "vmm/http/message.h"
 #include "vmm/http/router.h"
+#include "vmm/mmds/mmds.h"
 
 namespace dsec::api {
 
@@ -37,7 +39,9 @@ extern const char* const kFirecrackerVersion;
 class VmApi {
  public:
   // `backend` must outlive this object. `instance_id` is GET /'s "id".
-  VmApi(VmBackend& backend, std::string instance_id);
+  // `mmds` is the metadata service's store (the --metadata a command line loaded into
+  // it); nullptr: the VM's own if it has one (a --config-file's), else a new, empty one.
+  VmApi(VmBackend& backend, std::string instance_id, std::shared_ptr<mmds::Mmds> mmds = nullptr);
   VmApi(const VmApi&) = delete;
   VmApi& operator=(const VmApi&) = delete;
 
@@ -62,6 +66,11 @@ class VmApi {
   Status create_snapshot(std::string_view body);
   Status load_snapshot(std::string_view body);
 
+  // vm_api_mmds.cpp: PUT /mmds/config, PUT, PATCH and GET /mmds.
+  void add_mmds_routes();
+  // PUT or PATCH /mmds: 204, or 400 (413 for a document over the size limit).
+  http::HttpResponse update_mmds(const http::HttpRequest& request, bool patch);
+
   // vm_api_preboot.cpp: Firecracker's pre-boot configuration and the actions.
   void add_preboot_routes();
   Status act(std::string_view body);
@@ -79,6 +88,7 @@ class VmApi {
   VmBackend& backend_;
   std::string instance_id_;
   PrebootConfig preboot_;
+  std::shared_ptr<mmds::Mmds> mmds_;
   http::Router router_{http::Router::Unmatched::kFirecracker};
 };
 

@@ -117,7 +117,13 @@ Status VmApi::act(std::string_view body) {
   switch (DSEC_TRY(parse_action(DSEC_TRY(parse_body(body))))) {
     case Action::kInstanceStart:
       DSEC_TRY(before_start("InstanceStart"));
-      return backend_.boot(DSEC_TRY(preboot_.boot_config()));
+    {
+      auto config = DSEC_TRY(preboot_.boot_config());
+      if (config.mmds) {
+        config.mmds->service = mmds_;  // configured by PUT /mmds/config
+      }
+      return backend_.boot(config);
+    }
     case Action::kSendCtrlAltDel:
       DSEC_TRY(with_vm());
       return backend_.send_ctrl_alt_del();

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "vmm/api/mmds_requests.h"
 #include "vmm/devices/rate_limiter_json.h"
 #include "vmm/machine/config_parts.h"
 
@@ -77,7 +78,7 @@ json vm_config_json(const machine::MachineConfig& config) {
       {"machine-config", machine_config_json(config)},
       {"metrics", nullptr},
       {"memory-hotplug", nullptr},
-      {"mmds-config", nullptr},
+      {"mmds-config", config.mmds ? mmds_config_json(*config.mmds) : json(nullptr)},
       {"network-interfaces", nets},
       {"pmem", json::array()},
       {"vsock", vsock},

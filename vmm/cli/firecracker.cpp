@@ -18,6 +18,8 @@
 #include "vmm/cli/cli11.h"
 #include "vmm/cli/commands.h"
 #include "vmm/cli/serve_command.h"
+#include "vmm/common/file.h"
+#include "vmm/mmds/mmds.h"
 #include "vmm/snapshot/state_file.h"
 
 namespace dsec::cli {
@@ -46,9 +48,11 @@ struct FirecrackerOptions {
   uint64_t parent_cpu_time_us = 0;
   // Options refused by name: set when given.
   std::string seccomp_filter;
-  std::string metadata;
   std::string module;
-  std::string mmds_size_limit;
+  // MMDS: the file whose JSON the data store starts with, and the store's size limit
+  // (0: --http-api-max-payload-size's, as Firecracker).
+  std::string metadata;
+  uint64_t mmds_size_limit = 0;
   bool enable_pci = false;
 };
 
@@ -72,11 +76,6 @@ Status refuse_unsupported(const FirecrackerOptions& o) {
         "--seccomp-filter is not supported: dsec-vmm installs its own filter for each thread "
         "role (docs/seccomp.md) and cannot load Firecracker's compiled filters",
         "leave it out (dsec-vmm's filters are on), or give --no-seccomp");
-  }
-  if (!o.metadata.empty() || !o.mmds_size_limit.empty()) {
-    return fail(fmt::format("{} is not supported: dsec-vmm has no MMDS (metadata service)",
-                            o.metadata.empty() ? "--mmds-size-limit" : "--metadata"),
-                "leave it out");
   }
   if (!o.module.empty()) {
     return fail("--module is not supported: dsec-vmm's log has no per-module filter",
@@ -107,6 +106,33 @@ Result<std::optional<api::LoggerRequest>> logger_request(const FirecrackerOption
     return std::unexpected(parsed.error().with_context("--level"));
   }
   return std::optional<api::LoggerRequest>(std::move(*parsed));
+}
+
+// The metadata service's store: --mmds-size-limit's (else --http-api-max-payload-size's, else
+// 51200 bytes, as Firecracker), with --metadata's document in it.
+Result<std::shared_ptr<mmds::Mmds>> metadata_service(const FirecrackerOptions& o) {
+  const uint64_t limit = o.mmds_size_limit != 0 ? o.mmds_size_limit
+                         : o.max_payload != 0   ? o.max_payload
+                                                : mmds::DataStore::kDefaultSizeLimit;
+  auto service = std::make_shared<mmds::Mmds>(limit);
+  if (o.metadata.empty()) {
+    return service;
+  }
+  constexpr uint64_t kMaxMetadataFileBytes = uint64_t{16} << 20;  // whitespace included
+  const auto file = map_file(o.metadata, kMaxMetadataFileBytes);
+  if (!file) {
+    return std::unexpected(file.error().with_context("--metadata"));
+  }
+  const auto bytes = file->bytes();
+  if (auto put = service->put(
+          std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+      !put) {
+    return fail(fmt::format("--metadata {}: {}", o.metadata, put.error().message),
+                put.error().kind == mmds::UpdateError::kTooLarge
+                    ? "give a larger --mmds-size-limit, or a smaller document"
+                    : "give a file that holds one JSON document");
+  }
+  return service;
 }
 
 // dsec-vmm's snapshot state file format version, as Firecracker prints its own.
@@ -150,6 +176,11 @@ int firecracker_main(FirecrackerOptions& o, Clock::time_point process_start) {
     o.serve.seccomp = seccomp::Mode::kOff;
   }
   o.serve.api.max_body_bytes = o.max_payload;
+  auto metadata = metadata_service(o);
+  if (!metadata) {
+    return refuse(metadata.error());
+  }
+  o.serve.api.mmds = std::move(*metadata);
   if (o.serve.no_api) {
     o.serve.api.socket.clear();
   }
@@ -211,8 +242,12 @@ void add_firecracker_command(CLI::App& app, CommandAction& action,
                  "Taken (the jailer passes it); unused: dsec-vmm has no start-up time metric");
   fc->add_option("--start-time-cpu-us", o->start_time_cpu_us, "Taken, as --start-time-us");
   fc->add_option("--parent-cpu-time-us", o->parent_cpu_time_us, "Taken, as --start-time-us");
-  fc->add_option("--metadata", o->metadata, "Refused: dsec-vmm has no MMDS");
-  fc->add_option("--mmds-size-limit", o->mmds_size_limit, "Refused: dsec-vmm has no MMDS");
+  fc->add_option("--metadata", o->metadata,
+                 "A JSON file the metadata service (MMDS) starts with, as PUT /mmds");
+  fc->add_option("--mmds-size-limit", o->mmds_size_limit,
+                 "The MMDS document's largest size, in bytes (compact JSON); default: "
+                 "--http-api-max-payload-size's, else 51200")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{64} << 20));
   fc->add_flag("--enable-pci", o->enable_pci, "Refused: dsec-vmm's virtio devices are virtio-mmio");
   fc->add_flag("--version", o->version,
                fmt::format("Print Firecracker's version this VMM speaks (Firecracker v{}), then "

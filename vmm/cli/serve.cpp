@@ -57,8 +57,13 @@ Result<std::pair<machine::MachineConfig, std::string>> config_file_vm(
     return fail("--config-file " + path + ": \"metrics\" and --metrics-path both name the metrics",
                 "give one of them: the metrics are configured once, as in Firecracker");
   }
-  return std::pair{DSEC_TRY(file.preboot.boot_config()),
-                   file.metrics_path.value_or(options.metrics_path)};
+  auto vm = DSEC_TRY(file.preboot.boot_config());
+  if (vm.mmds) {
+    // The API's store too (ApiOptions::mmds), so that PUT /mmds reaches the guest.
+    vm.mmds->service = options.api.mmds ? options.api.mmds : std::make_shared<mmds::Mmds>();
+    vm.mmds->service->configure(vm.mmds->version, vm.mmds->imds_compat);
+  }
+  return std::pair{std::move(vm), file.metrics_path.value_or(options.metrics_path)};
 }
 
 // --config-file: the file's VM, booted at once and run to its end as `run` does.
@@ -128,7 +133,7 @@ int serve_main(const ServeCommandOptions& options, Clock::time_point process_sta
       return failed(options, opened.error(), 1);
     }
   }
-  if (auto serving = (*service)->serve(std::move(fresh)); !serving) {
+  if (auto serving = (*service)->serve(std::move(fresh), options.api.mmds); !serving) {
     return failed(options, serving.error(), 3);
   }
   api::MachineBackend& backend = *(*service)->backend();

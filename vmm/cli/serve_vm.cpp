@@ -190,7 +190,7 @@ int serve_vm(const std::function<Result<std::unique_ptr<machine::Machine>>()>& b
     if (metrics_sink) {
       backend->use_metrics_sink(std::move(*metrics_sink));
     }
-    if (auto serving = api_service->serve(std::move(backend)); !serving) {
+    if (auto serving = api_service->serve(std::move(backend), options.api.mmds); !serving) {
       (void)std::fprintf(stderr, "dsec-vmm %s: %s\n", options.command,
                          serving.error().message().c_str());
       (*vm)->stop("the API failed: " + serving.error().message());

@@ -11,6 +11,7 @@
 #include "vmm/common/error.h"
 #include "vmm/common/unique_fd.h"
 #include "vmm/machine/machine.h"
+#include "vmm/mmds/mmds.h"
 
 namespace CLI {
 class App;
@@ -23,6 +24,9 @@ struct ApiOptions {
   std::string socket;         // empty: no API
   std::string id;             // GET /'s "id"
   size_t max_body_bytes = 0;  // the largest request body taken; 0: the server's default
+  // The metadata service's store (Firecracker's --metadata, --mmds-size-limit); nullptr: a
+  // new, empty one with the default limit.
+  std::shared_ptr<mmds::Mmds> mmds{};
 };
 // Registers them on `command`; `what` ends --api-sock's description.
 void add_api_options(CLI::App& command, ApiOptions& options, const std::string& what);

@@ -27,6 +27,8 @@ std::string_view reason_phrase(int status) {
       return "Conflict";
     case 410:
       return "Gone";
+    case 413:
+      return "Payload Too Large";  // PUT /mmds over --mmds-size-limit
     case 429:
       return "Too Many Requests";
     case 500:

@@ -40,6 +40,8 @@ class RequestHead {
   std::string_view header(std::string_view name) const;
   const std::string& method() const { return method_; }
   const std::string& url() const { return url_; }
+  // Every header, names lower-cased, values with surrounding blanks removed, in order.
+  const std::vector<std::pair<std::string, std::string>>& headers() const { return headers_; }
 
  private:
   static const http_parser_settings& settings();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "vmm/mmds/mmds_config.h"
 #include "vmm/common/error.h"
 #include "vmm/devices/rate_limiter_config.h"
 #include "vmm/seccomp/policy.h"
@@ -100,6 +101,9 @@ struct MachineConfig {
   std::vector<DriveConfig> drives;
   std::optional<VsockConfig> vsock;
   std::vector<NetConfig> nets;
+  // Firecracker's MMDS: the interfaces it names answer for the metadata service; none
+  // without it.
+  std::optional<mmds::MmdsConfig> mmds;
   bool rng = false;                               // virtio-rng: entropy from the host's getrandom()
   devices::RateLimiterConfig rng_rate_limiter{};  // its rate limiter (Firecracker's entropy's)
   // Where to write a guest profile (machine/guest_profiler.h) when the VM ends; empty: none.

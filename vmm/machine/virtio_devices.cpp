@@ -1,3 +1,4 @@
+#include "vmm/mmds/net_stack.h"
 #include "vmm/machine/virtio_devices.h"
 
 #include <spdlog/spdlog.h>
@@ -63,6 +64,10 @@ std::vector<VirtioDeviceSpec> virtio_devices(const MachineConfig& config) {
     spec.kind = VirtioDeviceKind::kNet;
     spec.net = config.nets[i];
     spec.net.mac = config.nets[i].guest_mac(i);  // the default MAC is its place's
+    if (config.mmds && std::ranges::count(config.mmds->network_interfaces,
+                                          config.nets[i].iface_id()) > 0) {
+      spec.mmds = config.mmds;
+    }
     specs.push_back(spec);
   }
   if (config.rng) {
@@ -131,6 +136,9 @@ Result<std::unique_ptr<VirtioDevices>> VirtioDevices::create(
         const auto mac = DSEC_TRY(virtio::parse_mac(n.mac));
         auto net = DSEC_TRY(virtio::VirtioNet::create(
             tap, mac, memory, device_loop, {.rx = n.rx_rate_limiter, .tx = n.tx_rate_limiter}));
+        if (const auto& mmds = specs[i].mmds; mmds && mmds->service) {
+          net->set_mmds(std::make_unique<mmds::NetStack>(mmds->service, mmds->ipv4_address));
+        }
         devices->metrics_.nets.emplace_back(n.iface_id(), net->metrics());
         devices->nets_.push_back(net.get());
         device = std::move(net);

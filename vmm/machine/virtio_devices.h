@@ -37,6 +37,7 @@ struct VirtioDeviceSpec {
   DriveConfig drive;                              // kBlock
   VsockConfig vsock;                              // kVsock
   NetConfig net;                                  // kNet
+  std::optional<mmds::MmdsConfig> mmds{};         // kNet: the MMDS answers on it
   devices::RateLimiterConfig rng_rate_limiter{};  // kRng
 
   bool operator==(const VirtioDeviceSpec&) const = default;

@@ -206,7 +206,7 @@ std::vector<SyscallRule> io() {
                     allow("shutdown"),
                     // a host socket that hung up before its CONNECT line
                     allow("poll"),
-                    // virtio-rng
+                    // virtio-rng; MMDS session tokens
                     allow("getrandom"),
                 });
   return rules;

@@ -14,6 +14,7 @@
 
 #include "vmm/devices/virtio/chain_buffers.h"
 #include "vmm/devices/virtio/device_signals.h"
+#include "vmm/mmds/frames.h"
 
 namespace dsec::virtio {
 
@@ -216,6 +217,23 @@ void VirtioNet::process_tx() {
         }
         return true;
       });
+  if (mmds_ && mmds_->has_frame()) {
+    process_rx();  // the MMDS's answers to what the guest just sent
+  }
+}
+
+Result<bool> VirtioNet::detour_to_mmds(const DescriptorChain& chain) {
+  std::array<uint8_t, kHeaderSize> header{};
+  DSEC_TRY(read_buffers(memory_, chain.readable, header));
+  tx_scratch_.resize(chain.readable_bytes() - kHeaderSize);
+  DSEC_TRY(read_buffers(memory_, slice_buffers(chain.readable, kHeaderSize), tx_scratch_));
+  // A guest that took checksum offload leaves its TCP checksum to the device.
+  constexpr uint8_t kNeedsChecksum = 1;  // VIRTIO_NET_HDR_F_NEEDS_CSUM
+  if ((header[0] & kNeedsChecksum) != 0) {
+    mmds::complete_partial_checksum(tx_scratch_, header[6] | (size_t{header[7]} << 8),
+                                    header[8] | (size_t{header[9]} << 8));
+  }
+  return mmds_->detour(tx_scratch_, std::chrono::steady_clock::now());
 }
 
 Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
@@ -225,6 +243,9 @@ Result<uint32_t> VirtioNet::send_frame(const DescriptorChain& chain) {
     return fail(fmt::format(
         "virtio-net: tx chain {} holds {} bytes, not a {}-byte header and a frame of at most {}",
         chain.head, readable, kHeaderSize, kMaxFrameSize));
+  }
+  if (mmds_ && DSEC_TRY(detour_to_mmds(chain))) {
+    return 0;  // the MMDS's, not the TAP's
   }
   // The frame, gathered past the header; with the TAP's own header, the header too.
   const std::vector<iovec> iov = DSEC_TRY(host_iovecs(
@@ -258,7 +279,7 @@ void VirtioNet::process_rx() {
   VirtQueue& q = queues_[kRxQueue];
   bool returned = false;
   for (;;) {
-    if (!frame_pending_ && !read_frame()) {
+    if (!frame_pending_ && !take_frame()) {
       break;
     }
     auto popped = q.pop(memory_);
@@ -305,6 +326,21 @@ void VirtioNet::process_rx() {
   if (returned) {
     signal_used_if_wanted(q, memory_, *interrupt_);
   }
+}
+
+bool VirtioNet::take_frame() {
+  if (mmds_) {
+    if (auto frame = mmds_->next_frame(); frame && frame->size() <= kMaxFrameSize) {
+      // The MMDS's frames carry whole checksums: a zero header.
+      std::fill_n(frame_.begin(), kHeaderSize, 0);
+      frame_[10] = 1;  // num_buffers (le16)
+      std::copy(frame->begin(), frame->end(), frame_.begin() + kHeaderSize);
+      frame_len_ = frame->size();
+      frame_pending_ = true;
+      return true;
+    }
+  }
+  return read_frame();
 }
 
 bool VirtioNet::read_frame() {

@@ -47,6 +47,7 @@
 #include "vmm/devices/virtio/virtio_device.h"
 #include "vmm/io/event_loop.h"
 #include "vmm/memory/guest_memory.h"
+#include "vmm/mmds/net_stack.h"
 
 namespace dsec::virtio {
 
@@ -124,6 +125,9 @@ class VirtioNet final : public VirtioDevice {
   void notify(uint16_t queue) override;
 
   const MacAddress& mac() const { return mac_; }
+  // Frames the guest sends to the MMDS address go to `stack` instead of the TAP, and its
+  // answers come ahead of the TAP's frames (mmds/net_stack.h). Before activate().
+  void set_mmds(std::unique_ptr<mmds::NetStack> stack) { mmds_ = std::move(stack); }
   // New rate limiters (Firecracker's PATCH /network-interfaces/{id}), in force from the
   // next frame; frames the old ones held back go now if the new ones let them. On the
   // loop's thread.
@@ -146,11 +150,17 @@ class VirtioNet final : public VirtioDevice {
   // Error for a chain that is no frame, which breaks the queue.
   Result<uint32_t> send_frame(const DescriptorChain& chain);
   void process_rx();
-  // Reads one frame from the fd into frame_ (its header first); false when none is there.
+  // The next frame for the guest into frame_ (its header first): the MMDS stack's, else
+  // the TAP's. False when neither has one.
+  bool take_frame();
+  // Reads one frame from the fd into frame_; false when none is there.
   bool read_frame();
   // The offloads the last activation asked for, set on the TAP (on the loop thread: the
   // vCPU threads' seccomp filter has no TAP ioctl).
   void apply_pending_offloads();
+  // With MMDS: the chain's frame gathered into tx_scratch_ (its checksum completed where
+  // the guest left that to the device); true when the MMDS took it.
+  Result<bool> detour_to_mmds(const DescriptorChain& chain);
   void watch_tap();
   void unwatch_tap();
   void report_broken(const Error& error);
@@ -176,6 +186,7 @@ class VirtioNet final : public VirtioDevice {
   bool rx_header_passes_ = false;  // the TAP's header goes to the guest as it is
   bool frame_pending_ = false;
   std::vector<uint8_t> tx_scratch_;
+  std::unique_ptr<mmds::NetStack> mmds_;
   LogRateLimiter log_limiter_;
   std::optional<devices::LoopRateLimiter> rx_limiter_;  // with a limit configured
   std::optional<devices::LoopRateLimiter> tx_limiter_;
