@@ -264,7 +264,7 @@ TEST(MmdsFrames, APartialChecksumIsCompletedAsANicWouldAndBadOffsetsChangeNothin
   EXPECT_TRUE(stack.detour(frame, kNow));
   EXPECT_TRUE(stack.next_frame().has_value());
 
-  for (const auto [start, offset] : {std::pair<size_t, size_t>{frame.size(), 0},
+  for (const auto& [start, offset] : {std::pair<size_t, size_t>{frame.size(), 0},
                                      {kTcpStart, frame.size()},
                                      {frame.size() - 1, 0},
                                      {SIZE_MAX, 2}}) {
