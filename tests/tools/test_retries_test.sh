@@ -179,4 +179,18 @@ sed '/Test #800: Cli.Prints/d' "$log" >"$tmp/misread.log"
 expect counts-disagree 0 "test: the table misread the log: ctest's own summaries count 13 tries, not 12" -- \
   "$tool" "$tmp/misread.log"
 expect no-log 2 "cannot read" -- "$tool" "$tmp/missing.log"
+# A harness test quotes the sanitizer report it feeds the harness ("  | "), then its fresh
+# test-bed VM dies and it says so unquoted: the test bed's fault, run again (CI, b8f3afd).
+quoted=$tmp/quoted.log
+cat >"$quoted" <<'LOG'
+test: the kvm tier (build)
+      Start   5: harness.testbed_fault
+ 1/1 Test   #5: harness.testbed_fault ............***Failed   53.27 sec
+== sanitizer (exit 3)
+  | ==7==ERROR: AddressSanitizer: heap-use-after-free on address 0x1
+ok   sanitizer-status
+kvm-harness: TESTBED-FAULT kind=vm-died status=none: the test-bed VM died under bash -c echo after
+0% tests passed, 1 tests failed out of 1
+LOG
+expect quoted-sanitizer-faulted 0 "" -- bash -c "[[ \$('$tool' --testbed-faulted '$quoted') == harness.testbed_fault ]]"
 exit $((failures > 0))
